@@ -1,0 +1,43 @@
+"""Typed errors a user can cause. Each carries a one-line human ``message`` for the UI."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base class: ``message`` is one line, written for the person using Hearth."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidModelFile(EngineError):
+    """A file that is not a GGUF Hearth can use, with the reason why."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(reason)
+
+
+class LoadFailed(EngineError):
+    """llama.cpp could not load a model or create its context."""
+
+
+class DoesNotFit(EngineError):
+    """The plan says the model cannot be loaded on this machine."""
+
+
+class Overloaded(EngineError):
+    """Too many requests are waiting; the request was refused, not queued."""
+
+
+class ImageRejected(EngineError):
+    """An image that cannot be used in a prompt."""
+
+
+class Cancelled(EngineError):
+    """The user cancelled the operation."""
