@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import os
+import platform
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol, TypeVar
+
+import psutil
+
+from engine.units import format_bytes
+
+_T = TypeVar("_T")
 
 
 class DeviceType(enum.Enum):
@@ -11,6 +25,7 @@ class DeviceType(enum.Enum):
     GPU = 1
     IGPU = 2
     ACCEL = 3
+    META = 4  # ggml's wrapper over several devices for tensor parallelism (newer builds)
 
 
 @dataclass(frozen=True)
@@ -84,3 +99,364 @@ class TelemetrySample:
     ram_total: int
     process_rss: int
     gpus: tuple[GpuSample, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# NVML access, behind a small protocol so tests can stand in for a driver and GPUs.
+# ---------------------------------------------------------------------------------------------
+
+
+class NvmlSource(Protocol):
+    """The NVML calls Hearth uses. Every method may raise ``pynvml.NVMLError`` (a subclass)."""
+
+    def init(self) -> None: ...
+    def shutdown(self) -> None: ...
+    def driver_version(self) -> str: ...
+    def device_count(self) -> int: ...
+    def device_handle(self, index: int) -> object: ...
+    def name(self, handle: object) -> str: ...
+    def uuid(self, handle: object) -> str: ...
+    def memory(self, handle: object) -> tuple[int, int, int]:
+        """(total, free, used) bytes of device memory."""
+        ...
+
+    def utilization_percent(self, handle: object) -> float: ...
+    def temperature_c(self, handle: object) -> float: ...
+    def power_w(self, handle: object) -> float: ...
+
+
+class PynvmlSource:
+    """``NvmlSource`` over nvidia-ml-py. ``pynvml`` is imported on ``init`` (it takes ~25 ms)."""
+
+    def __init__(self) -> None:
+        self._nvml: ModuleType | None = None
+
+    @property
+    def _lib(self) -> ModuleType:
+        if self._nvml is None:
+            import pynvml
+
+            self._nvml = pynvml
+        return self._nvml
+
+    def init(self) -> None:
+        self._lib.nvmlInit()
+
+    def shutdown(self) -> None:
+        self._lib.nvmlShutdown()
+
+    def driver_version(self) -> str:
+        return _str(self._lib.nvmlSystemGetDriverVersion())
+
+    def device_count(self) -> int:
+        return int(self._lib.nvmlDeviceGetCount())
+
+    def device_handle(self, index: int) -> object:
+        return self._lib.nvmlDeviceGetHandleByIndex(index)
+
+    def name(self, handle: object) -> str:
+        return _str(self._lib.nvmlDeviceGetName(handle))
+
+    def uuid(self, handle: object) -> str:
+        return _str(self._lib.nvmlDeviceGetUUID(handle))
+
+    def memory(self, handle: object) -> tuple[int, int, int]:
+        info = self._lib.nvmlDeviceGetMemoryInfo(handle)
+        return int(info.total), int(info.free), int(info.used)
+
+    def utilization_percent(self, handle: object) -> float:
+        return float(self._lib.nvmlDeviceGetUtilizationRates(handle).gpu)
+
+    def temperature_c(self, handle: object) -> float:
+        lib = self._lib
+        # The classic call works on every driver; the binding marks it deprecated in favour of
+        # nvmlDeviceGetTemperatureV (newer drivers only), so use that if the classic one goes.
+        if hasattr(lib, "nvmlDeviceGetTemperature"):
+            return float(lib.nvmlDeviceGetTemperature(handle, lib.NVML_TEMPERATURE_GPU))
+        return float(lib.nvmlDeviceGetTemperatureV(handle, lib.NVML_TEMPERATURE_GPU))
+
+    def power_w(self, handle: object) -> float:
+        return self._lib.nvmlDeviceGetPowerUsage(handle) / 1000.0  # NVML reports milliwatts
+
+
+def _str(value: str | bytes) -> str:
+    # Old nvidia-ml-py releases returned bytes; current ones decode for us.
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class _PynvmlMissing(Exception):
+    """Stands in for ``pynvml.NVMLError`` in except clauses when nvidia-ml-py is absent; never raised."""
+
+
+def _nvml_errors() -> tuple[type[Exception], type[Exception]]:
+    """(NVMLError, NVMLError_NotSupported), or never-raised stand-ins without nvidia-ml-py."""
+    try:
+        import pynvml
+    except ImportError:
+        return _PynvmlMissing, _PynvmlMissing
+    return pynvml.NVMLError, pynvml.NVMLError_NotSupported
+
+
+def _unavailable_reason(exc: Exception) -> str:
+    """One human line for a failed ``nvmlInit``: the normal states of a machine without a usable GPU."""
+    if isinstance(exc, ImportError):
+        return "GPU discovery is not available (nvidia-ml-py is not installed)"
+    import pynvml
+
+    if isinstance(exc, pynvml.NVMLError_LibraryNotFound):
+        return "No NVIDIA driver found (NVML is not available)"
+    if isinstance(exc, pynvml.NVMLError_DriverNotLoaded):
+        return "NVIDIA driver is installed but not loaded"
+    if isinstance(exc, pynvml.NVMLError_NoPermission):
+        return "NVIDIA driver found, but this user may not query it"
+    if isinstance(exc, pynvml.NVMLError_LibRmVersionMismatch):
+        return "NVIDIA driver and NVML versions differ (restart after a driver update)"
+    return f"NVIDIA driver could not be queried ({exc})"
+
+
+@dataclass(frozen=True)
+class _OpenGpu:
+    index: int
+    handle: object
+    name: str
+    vram_total: int
+    vram_free: int
+
+
+@dataclass(frozen=True)
+class _NvmlOpen:
+    """What ``nvmlInit`` and device enumeration gave: usable GPUs and a status line."""
+
+    initialized: bool  # True: the caller owns one nvmlShutdown
+    gpus: tuple[_OpenGpu, ...]
+    status: str
+    driver_version: str | None
+
+
+def _open_nvml(nvml: NvmlSource) -> _NvmlOpen:
+    """Init NVML and enumerate GPUs. Absent driver, init failure and zero GPUs are answers, not errors."""
+    error, _ = _nvml_errors()
+    try:
+        nvml.init()
+    except (ImportError, error) as exc:
+        return _NvmlOpen(False, (), _unavailable_reason(exc), None)
+
+    driver = _optional(nvml.driver_version, error)
+    try:
+        count = nvml.device_count()
+    except error as exc:
+        return _NvmlOpen(True, (), f"NVIDIA driver found, but GPUs could not be counted ({exc})", driver)
+
+    gpus: list[_OpenGpu] = []
+    unreadable: list[str] = []
+    for index in range(count):
+        try:
+            handle = nvml.device_handle(index)
+            total, free, _used = nvml.memory(handle)
+            gpus.append(_OpenGpu(index, handle, nvml.name(handle), total, free))
+        except error as exc:  # e.g. "GPU is lost", or a GPU this user may not see
+            unreadable.append(f"GPU {index}: {exc}")
+    return _NvmlOpen(True, tuple(gpus), _gpu_status(len(gpus), unreadable), driver)
+
+
+def _gpu_status(found: int, unreadable: list[str]) -> str:
+    if not found and not unreadable:
+        return "NVIDIA driver found, no GPU"
+    if not found:
+        return f"NVIDIA driver found, but no GPU could be read ({'; '.join(unreadable)})"
+    status = f"{found} NVIDIA GPU{'s' if found != 1 else ''} found"
+    return f"{status}; could not read {'; '.join(unreadable)}" if unreadable else status
+
+
+def _optional(read: Callable[[], _T], error: type[Exception]) -> _T | None:
+    """A value NVML may not offer (NotSupported on many consumer/virtual GPUs) becomes None."""
+    try:
+        return read()
+    except error:
+        return None
+
+
+def _shutdown(nvml: NvmlSource) -> None:
+    error, _ = _nvml_errors()
+    with contextlib.suppress(error):  # best effort: a failed shutdown tells the user nothing
+        nvml.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------
+# The snapshot
+# ---------------------------------------------------------------------------------------------
+
+
+def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
+    """CPU, RAM, NVIDIA GPUs and llama.cpp backend devices, now. Never raises for a missing GPU/driver.
+
+    ``nvml`` defaults to the real driver (``PynvmlSource``); tests pass a fake.
+    """
+    from engine import native  # here, not at module top: native imports this module's dataclasses
+
+    source = nvml if nvml is not None else PynvmlSource()
+    error, _ = _nvml_errors()
+    opened = _open_nvml(source)
+    try:
+        gpus = tuple(
+            GpuInfo(
+                index=g.index,
+                name=g.name,
+                vram_total=g.vram_total,
+                vram_free=g.vram_free,
+                utilization_percent=_optional(lambda h=g.handle: source.utilization_percent(h), error),
+                temperature_c=_optional(lambda h=g.handle: source.temperature_c(h), error),
+                power_w=_optional(lambda h=g.handle: source.power_w(h), error),
+                uuid=_optional(lambda h=g.handle: source.uuid(h), error),
+            )
+            for g in opened.gpus
+        )
+    finally:
+        if opened.initialized:
+            _shutdown(source)
+
+    memory = psutil.virtual_memory()
+    logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    return HardwareSnapshot(
+        cpu_name=cpu_name(),
+        # None on some VMs/containers that hide topology; the logical count is the best guess then.
+        physical_cores=psutil.cpu_count(logical=False) or logical,
+        logical_cores=logical,
+        simd=native.simd_features(),
+        ram_total=memory.total,
+        ram_available=memory.available,
+        gpus=gpus,
+        gpu_status=opened.status,
+        driver_version=opened.driver_version,
+        gpu_offload_supported=native.supports_gpu_offload(),
+        backend_devices=native.backend_devices(),
+    )
+
+
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's marketing name: /proc/cpuinfo "model name" on Linux, else what ``platform`` knows."""
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return " ".join(value.split())  # some CPUs pad the name with runs of spaces
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "Unknown CPU"
+
+
+def describe(snapshot: HardwareSnapshot) -> list[str]:
+    """Summary lines for the CLI (``hearth inspect``) and the GUI's hardware panel."""
+    s = snapshot
+    lines = [
+        f"CPU: {s.cpu_name}, {s.physical_cores} cores / {s.logical_cores} threads",
+        f"SIMD: {', '.join(s.simd) if s.simd else 'none detected'}",
+        f"RAM: {format_bytes(s.ram_total)} total, {format_bytes(s.ram_available)} available",
+    ]
+    driver = f" (driver {s.driver_version})" if s.driver_version else ""
+    lines.append(f"GPU: {s.gpu_status}{driver}")
+    for gpu in s.gpus:
+        details = [f"{format_bytes(gpu.vram_total)} VRAM", f"{format_bytes(gpu.vram_free)} free"]
+        if gpu.utilization_percent is not None:
+            details.append(f"{gpu.utilization_percent:.0f}% busy")
+        if gpu.temperature_c is not None:
+            details.append(f"{gpu.temperature_c:.0f} °C")
+        if gpu.power_w is not None:
+            details.append(f"{gpu.power_w:.0f} W")
+        lines.append(f"  GPU {gpu.index}: {gpu.name}, {', '.join(details)}")
+    lines.append(
+        "llama.cpp build: "
+        + ("GPU offload supported" if s.gpu_offload_supported else "CPU only (no GPU offload)")
+    )
+    if s.offload_note:
+        lines.append(f"Note: {s.offload_note}")
+    for dev in s.backend_devices:
+        lines.append(
+            f"  Device {dev.name} ({dev.type.name}): {dev.description}, "
+            f"{format_bytes(dev.memory_free)} free of {format_bytes(dev.memory_total)}"
+        )
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Live telemetry
+# ---------------------------------------------------------------------------------------------
+
+
+class Telemetry:
+    """Cheap periodic samples for the dashboard (well under a millisecond without GPUs).
+
+    NVML is initialised once here and its device handles kept: re-initialising per sample
+    costs milliseconds. Use from one thread (psutil keeps its CPU-percent baseline per
+    thread, so the first sample on another thread reads 0 %). ``close()`` releases NVML.
+    """
+
+    def __init__(self, nvml: NvmlSource | None = None) -> None:
+        self._process = psutil.Process()  # one object: psutil caches per-process state in it
+        # The first non-blocking cpu_percent compares against nothing and returns 0.0;
+        # calling it now makes the first real sample cover the time since construction.
+        psutil.cpu_percent(interval=None)
+        self._error, self._not_supported = _nvml_errors()
+        self._nvml = nvml if nvml is not None else PynvmlSource()
+        opened = _open_nvml(self._nvml)
+        self._nvml_open = opened.initialized
+        self._gpus = opened.gpus
+        self.gpu_status = opened.status
+        # (gpu index, field) pairs that answered NotSupported once: they will not start
+        # answering, so stop paying for the failing call on every tick.
+        self._unsupported: set[tuple[int, str]] = set()
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self._gpus)
+
+    def sample(self) -> TelemetrySample:
+        memory = psutil.virtual_memory()
+        return TelemetrySample(
+            timestamp=time.monotonic(),
+            cpu_percent=psutil.cpu_percent(interval=None),
+            # total - available, not psutil's ``used``: that excludes reclaimable cache on
+            # Linux but not elsewhere; "what is not available" means the same everywhere.
+            ram_used=memory.total - memory.available,
+            ram_total=memory.total,
+            process_rss=self._process.memory_info().rss,
+            gpus=tuple(self._sample_gpu(g) for g in self._gpus) if self._nvml_open else (),
+        )
+
+    def _sample_gpu(self, gpu: _OpenGpu) -> GpuSample:
+        try:
+            total, _free, used = self._nvml.memory(gpu.handle)
+        except self._error:  # a transient failure should not blank the whole dashboard
+            total, used = gpu.vram_total, 0
+        return GpuSample(
+            index=gpu.index,
+            utilization_percent=self._field(gpu, "utilization_percent"),
+            vram_used=used,
+            vram_total=total,
+            temperature_c=self._field(gpu, "temperature_c"),
+            power_w=self._field(gpu, "power_w"),
+        )
+
+    def _field(self, gpu: _OpenGpu, name: str) -> float | None:
+        key = (gpu.index, name)
+        if key in self._unsupported:
+            return None
+        try:
+            return float(getattr(self._nvml, name)(gpu.handle))
+        except self._not_supported:
+            self._unsupported.add(key)
+            return None
+        except self._error:
+            return None
+
+    def close(self) -> None:
+        """Shut NVML down (idempotent). Later samples carry no GPU data."""
+        if self._nvml_open:
+            self._nvml_open = False
+            _shutdown(self._nvml)
+
+    def __enter__(self) -> Telemetry:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

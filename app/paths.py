@@ -1,0 +1,48 @@
+"""Where Hearth keeps its data and models.
+
+platformdirs gives the same answer as QStandardPaths.AppDataLocation on every desktop,
+without needing a QApplication (the CLI and `make run` use these paths too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Hearth"
+
+
+@dataclass(frozen=True)
+class AppPaths:
+    data_dir: Path
+    models_dir: Path
+
+    @property
+    def library_file(self) -> Path:
+        return self.data_dir / "library.json"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.data_dir / "settings.json"
+
+    @property
+    def database_file(self) -> Path:
+        return self.data_dir / "hearth.sqlite3"
+
+    def ensure(self) -> AppPaths:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def resolve_paths(data_dir: Path | str | None = None, models_dir: Path | str | None = None) -> AppPaths:
+    """Isolated folders when given (tests, side-by-side installs), platform ones otherwise."""
+    data = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
+    models = Path(models_dir).expanduser().resolve() if models_dir else data / "models"
+    return AppPaths(data_dir=data, models_dir=models)

@@ -1,0 +1,247 @@
+"""The one place that brings up llama.cpp's process-wide state and asks the build what it can do.
+
+``llama_cpp`` is imported lazily inside each function: loading it maps several native
+libraries (hundreds of milliseconds), and the CLI, the GUI's first paint and most tests
+must not pay for that just by importing an engine module. Every function here degrades
+to an empty/False answer when ``llama_cpp`` cannot be imported (not installed, a missing
+``libgomp``, a broken bundle), so hardware discovery still works and the caller can show
+``load_error()`` to the user.
+
+Never import ``llama_cpp.llava_cpp``: that library is no longer built and the import fails.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import threading
+from pathlib import Path
+from types import ModuleType
+
+from engine.hardware import BackendDevice, DeviceType
+
+# The only mutable module state in the engine: llama_backend_init must run exactly once per
+# process, and both the GUI thread and executor threads may be first to need it.
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+# system_info keys that describe how the CPU backend was built, not instruction sets.
+_NON_SIMD_KEYS = frozenset(
+    {
+        "ACCELERATE",
+        "BLAS",
+        "CPU_HBM",
+        "CUDA",
+        "GPUBLAS",
+        "KLEIDIAI",
+        "LLAMAFILE",
+        "METAL",
+        "OPENMP",
+        "REPACK",
+        "RVV_VLEN",
+        "SVE_CNT",
+    }
+)
+
+# /proc/cpuinfo flag -> the name llama.cpp's system_info uses for the same feature, so
+# both sources give the same vocabulary. Order is the order system_info prints them in.
+_CPUINFO_FLAGS: tuple[tuple[str, str], ...] = (
+    ("pni", "SSE3"),  # the kernel calls SSE3 "pni" (Prescott New Instructions)
+    ("ssse3", "SSSE3"),
+    ("avx", "AVX"),
+    ("avx_vnni", "AVX_VNNI"),
+    ("avx2", "AVX2"),
+    ("f16c", "F16C"),
+    ("fma", "FMA"),
+    ("bmi2", "BMI2"),
+    ("avx512f", "AVX512"),
+    ("avx512vbmi", "AVX512_VBMI"),
+    ("avx512_vnni", "AVX512_VNNI"),
+    ("avx512_bf16", "AVX512_BF16"),
+    ("amx_int8", "AMX_INT8"),
+    # aarch64 "Features" line
+    ("asimd", "NEON"),
+    ("asimdhp", "FP16_VA"),
+    ("i8mm", "MATMUL_INT8"),
+    ("sve", "SVE"),
+    ("asimddp", "DOTPROD"),
+    ("sme", "SME"),
+    ("sme2", "SME2"),
+)
+
+
+def _llama() -> ModuleType | None:
+    """``llama_cpp`` or None. Python caches a successful import, so this is cheap after the first."""
+    try:
+        import llama_cpp
+    except Exception:  # ImportError, or OSError/RuntimeError when a shared library will not load
+        return None
+    return llama_cpp
+
+
+def load_error() -> str | None:
+    """Why ``llama_cpp`` cannot be imported, in one line; None when it can."""
+    try:
+        import llama_cpp  # noqa: F401
+    except Exception as exc:
+        return f"llama.cpp could not be loaded: {type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+def ensure_backend() -> bool:
+    """Run ``llama_backend_init`` once per process; True when llama.cpp is ready to use.
+
+    Safe to call from any thread, any number of times. Call it before any other llama.cpp
+    function (every function in this module does).
+    """
+    global _backend_ready
+    if _backend_ready:  # fast path without the lock: the flag only ever goes False -> True
+        return True
+    with _backend_lock:
+        if _backend_ready:
+            return True
+        llama = _llama()
+        if llama is None:
+            return False
+        llama.llama_backend_init()
+        _backend_ready = True
+        return True
+
+
+def supports_gpu_offload() -> bool:
+    """Whether this llama.cpp build has a GPU backend (CUDA, Vulkan, Metal, ...)."""
+    if not ensure_backend():
+        return False
+    llama = _llama()
+    assert llama is not None
+    return bool(llama.llama_supports_gpu_offload())
+
+
+def system_info() -> str:
+    """``llama_print_system_info()``: per backend, ``"CPU : SSE3 = 1 | AVX = 1 | ... | "``."""
+    if not ensure_backend():
+        return ""
+    llama = _llama()
+    assert llama is not None
+    raw = llama.llama_print_system_info()
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw or "")
+
+
+def llama_cpp_version() -> str:
+    """The installed llama-cpp-python version, e.g. ``"0.3.36"``; ``""`` when unknown.
+
+    Package metadata first, because it answers without loading the native libraries; the
+    module attribute covers bundles (PyInstaller) that did not copy the metadata.
+    """
+    try:
+        return importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    llama = _llama()
+    return str(getattr(llama, "__version__", "")) if llama is not None else ""
+
+
+def backend_devices() -> tuple[BackendDevice, ...]:
+    """The ggml backend devices this build can use, in ggml's order (CPU is always there).
+
+    ``llama_cpp`` does not bind these functions, so we build our own ctypes prototypes
+    over ``llama_cpp._ggml.libggml`` instead of setting argtypes on the shared function
+    objects, which other code may also configure.
+    """
+    if not ensure_backend():
+        return ()
+    try:
+        from llama_cpp import _ggml
+
+        lib = _ggml.libggml
+    except Exception:
+        return ()
+    c = ctypes
+    dev_t = c.c_void_p
+    try:
+        dev_count = c.CFUNCTYPE(c.c_size_t)(("ggml_backend_dev_count", lib))
+        dev_get = c.CFUNCTYPE(dev_t, c.c_size_t)(("ggml_backend_dev_get", lib))
+        dev_name = c.CFUNCTYPE(c.c_char_p, dev_t)(("ggml_backend_dev_name", lib))
+        dev_desc = c.CFUNCTYPE(c.c_char_p, dev_t)(("ggml_backend_dev_description", lib))
+        dev_type = c.CFUNCTYPE(c.c_int, dev_t)(("ggml_backend_dev_type", lib))
+        # void ggml_backend_dev_memory(dev, size_t *free, size_t *total): free comes first.
+        dev_memory = c.CFUNCTYPE(None, dev_t, c.POINTER(c.c_size_t), c.POINTER(c.c_size_t))(
+            ("ggml_backend_dev_memory", lib)
+        )
+    except AttributeError:  # a libggml without the device API: report nothing rather than guess
+        return ()
+
+    devices: list[BackendDevice] = []
+    for i in range(dev_count()):
+        dev = dev_get(i)
+        if not dev:
+            continue
+        try:
+            kind = DeviceType(dev_type(dev))
+        except ValueError:  # a device type newer than this code: we could not plan for it anyway
+            continue
+        free, total = c.c_size_t(0), c.c_size_t(0)
+        dev_memory(dev, c.byref(free), c.byref(total))
+        devices.append(
+            BackendDevice(
+                name=_text(dev_name(dev)),
+                description=_text(dev_desc(dev)),
+                type=kind,
+                memory_total=total.value,
+                memory_free=free.value,
+            )
+        )
+    return tuple(devices)
+
+
+def simd_features(info: str | None = None, cpuinfo_path: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
+    """SIMD features of the CPU backend, e.g. ``("SSE3", "SSSE3", "AVX", "AVX2", "FMA")``.
+
+    From ``system_info()`` (what this build actually uses — a portable build may use less
+    than the CPU has); from /proc/cpuinfo flags when llama.cpp is unavailable or reports
+    nothing. ``info`` and ``cpuinfo_path`` exist for tests.
+    """
+    features = parse_simd(system_info() if info is None else info)
+    return features or cpuinfo_simd(cpuinfo_path)
+
+
+def parse_simd(info: str) -> tuple[str, ...]:
+    """Enabled SIMD features in a ``llama_print_system_info`` string, in printed order.
+
+    Newer builds print one segment per backend, ``"CPU : SSE3 = 1 | AVX = 1 | ... | "``
+    (a CUDA build adds ``"CUDA : ARCHS = 890 | ..."``): only the CPU segment counts.
+    Older builds print one flat list, ``"AVX = 1 | AVX2 = 0 | ... | LLAMAFILE = 1 | "``.
+    """
+    current: str | None = None  # backend whose segment we are in; None before any "NAME :"
+    saw_backend = False
+    found: list[str] = []
+    for part in info.split("|"):
+        item = part.strip()
+        if " : " in item:  # "CPU : SSE3 = 1" starts a backend's segment
+            current, item = (s.strip() for s in item.split(" : ", 1))
+            saw_backend = True
+        if "=" not in item:
+            continue
+        key, value = (s.strip() for s in item.split("=", 1))
+        in_cpu = current == "CPU" if saw_backend else True
+        if in_cpu and value == "1" and key and key not in _NON_SIMD_KEYS and key not in found:
+            found.append(key)
+    return tuple(found)
+
+
+def cpuinfo_simd(path: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
+    """SIMD features from the first ``flags`` (x86) or ``Features`` (arm64) line, llama.cpp names."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:  # not Linux
+        return ()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags = set(value.split())
+            return tuple(name for flag, name in _CPUINFO_FLAGS if flag in flags)
+    return ()
+
+
+def _text(raw: bytes | None) -> str:
+    return raw.decode("utf-8", errors="replace") if raw else ""
