@@ -206,7 +206,8 @@ def _merge_system(turns: Sequence[_Turn]) -> list[_Turn]:
         return rest
     for i, turn in enumerate(rest):
         if turn.role is Role.USER:
-            merged = f"{system}\n\n{turn.content}" if turn.content else system
+            # Whitespace at the join is never meant: it would only sit between the two.
+            merged = f"{system.rstrip()}\n\n{turn.content.lstrip()}" if turn.content else system
             rest[i] = _Turn(Role.USER, merged)
             return rest
     return [_Turn(Role.USER, system), *rest]

@@ -144,6 +144,10 @@ class PromptLayout:
     """
 
     segments: tuple[PromptSegment, ...] = ()
+    # Totals are plain attributes rather than properties: the executor reads them for
+    # every sequence on every tick.
+    logical_tokens: int = field(init=False, repr=False, compare=False)
+    native_positions: int = field(init=False, repr=False, compare=False)
     # Cumulative segment ends, for O(log n) boundary lookups.
     _ends_logical: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _ends_native: tuple[int, ...] = field(init=False, repr=False, compare=False)
@@ -161,18 +165,12 @@ class PromptLayout:
             ends_native.append(native)
         object.__setattr__(self, "_ends_logical", tuple(ends_logical))
         object.__setattr__(self, "_ends_native", tuple(ends_native))
+        object.__setattr__(self, "logical_tokens", logical)
+        object.__setattr__(self, "native_positions", native)
 
     @classmethod
     def from_tokens(cls, tokens: Iterable[int]) -> PromptLayout:
         return cls((TextSegment(tuple(tokens)),))
-
-    @property
-    def logical_tokens(self) -> int:
-        return self._ends_logical[-1] if self._ends_logical else 0
-
-    @property
-    def native_positions(self) -> int:
-        return self._ends_native[-1] if self._ends_native else 0
 
     @property
     def end(self) -> PromptBoundary:
@@ -823,19 +821,19 @@ class SequenceProgress:
 
     def candidate(self) -> Candidate | None:
         """This sequence's work for the planner, or None while it waits to be sampled."""
-        if not self.prompt_done:
-            index, offset = self.prompt._locate(self.cursor.logical_tokens)
-            segment = self.prompt.segments[index]
-            if isinstance(segment, MediaSegment):
-                return Candidate(self.sequence_id, WorkKind.MEDIA, segment.logical_tokens)
-            return Candidate(self.sequence_id, WorkKind.PREFILL, len(segment.tokens) - offset)
-        if self.pending is None:
+        if self.pending is not None:  # only set once the prompt is in (see push)
+            return Candidate(self.sequence_id, WorkKind.DECODE, 1, len(self.drafts))
+        if self.cursor.logical_tokens == self.prompt.logical_tokens:
             return None
-        return Candidate(self.sequence_id, WorkKind.DECODE, 1, len(self.drafts))
+        index, offset = self.prompt._locate(self.cursor.logical_tokens)
+        segment = self.prompt.segments[index]
+        if isinstance(segment, MediaSegment):
+            return Candidate(self.sequence_id, WorkKind.MEDIA, segment.logical_tokens)
+        return Candidate(self.sequence_id, WorkKind.PREFILL, len(segment.tokens) - offset)
 
     def push(self, token: int, drafts: Iterable[int] = ()) -> None:
         """Queue a sampled token (and speculative drafts after it) for the next batch."""
-        if self.phase is not SequencePhase.SAMPLE:
+        if self.pending is not None or self.cursor.logical_tokens != self.prompt.logical_tokens:
             raise ValueError(f"sequence {self.sequence_id} is in {self.phase.value}, not sample")
         self.pending = token
         self.drafts = tuple(drafts)
@@ -987,15 +985,16 @@ class BatchCommit:
         """Advance every sequence in the batch; returns sequence id -> rows to sample from."""
         if self._state is not CommitState.STAGED:
             raise StaleCommit(f"commit already {self._state.value}")
-        expected = {
-            WorkKind.PREFILL: SequencePhase.PREFILL,
-            WorkKind.MEDIA: SequencePhase.MEDIA,
-            WorkKind.DECODE: SequencePhase.DECODE,
-        }
-        # Check everything first so a stale commit changes nothing.
+        # Check everything first so a stale commit changes nothing. A cheap guard against
+        # applying out of order (same n_past and same pending state as when staged), not
+        # a proof: the executor stages and applies one commit at a time.
         for entry in self.entries:
             state = progress.get(entry.sequence_id)
-            if state is None or state.n_past != entry.position or state.phase is not expected[entry.kind]:
+            if (
+                state is None
+                or state.n_past != entry.position
+                or (state.pending is not None) is not (entry.kind is WorkKind.DECODE)
+            ):
                 raise StaleCommit(f"sequence {entry.sequence_id} moved since this batch was staged")
         logits: dict[int, range] = {}
         for entry in self.entries:
