@@ -58,6 +58,7 @@ class LogLine:
     text: str
     source: LogSource = LogSource.LLAMA
     timestamp: float = 0.0  # time.monotonic() when the line was completed
+    thread_id: int = 0  # threading.get_ident() of the thread that logged it
 
     def __str__(self) -> str:
         return self.text
@@ -79,6 +80,7 @@ class _Pending:
     level: LogLevel
     source: LogSource
     text: str
+    thread_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,11 @@ class LlamaLogRouter:
     """
 
     def __init__(self) -> None:
+        # Guards sinks and half-assembled lines. Never held while calling native code:
+        # native code may log, which re-enters feed() on the same thread.
         self._lock = threading.Lock()
+        # Serialises install(); re-entrant for the same reason.
+        self._install_lock = threading.RLock()
         self._sinks: tuple[_SinkEntry, ...] = ()
         self._pending: dict[tuple[int, LogSource], _Pending] = {}
         self._last_level: dict[tuple[int, LogSource], LogLevel] = {}
@@ -113,6 +119,10 @@ class LlamaLogRouter:
     def installed(self) -> bool:
         return self._installed
 
+    @property
+    def mtmd_installed(self) -> bool:
+        return self._mtmd_installed
+
     def install(self) -> None:
         """Point llama.cpp's (and, if the library is present, mtmd's) log callback here.
 
@@ -121,37 +131,33 @@ class LlamaLogRouter:
         """
         import llama_cpp
 
-        with self._lock:
+        try:
+            from llama_cpp import mtmd_cpp
+        except Exception:  # the mtmd library is optional in a build; text models work without it
+            mtmd_cpp = None
+
+        with self._install_lock:
             if self._llama_cb is None:
                 self._llama_cb = llama_cpp.llama_log_callback(self._make_callback(LogSource.LLAMA))
             llama_cpp.llama_log_set(self._llama_cb, ctypes.c_void_p(0))
             self._installed = True
-            self._install_mtmd_locked(llama_cpp)
-
-    def _install_mtmd_locked(self, llama_cpp: object) -> None:
-        try:
-            from llama_cpp import mtmd_cpp
-        except Exception:  # the mtmd library is optional in a build; text models work without it
-            return
-        set_log = getattr(mtmd_cpp, "mtmd_helper_log_set", None)
-        if set_log is None:
-            return
-        if self._mtmd_cb is None:
-            self._mtmd_cb = llama_cpp.llama_log_callback(self._make_callback(LogSource.MTMD))  # type: ignore[attr-defined]
-        try:
-            set_log(self._mtmd_cb, ctypes.c_void_p(0))
-            self._mtmd_installed = True
-        except Exception:  # pragma: no cover - symbol missing in an odd build
-            log.debug("mtmd_helper_log_set failed; projector logs stay on stderr", exc_info=True)
+            set_mtmd_log = getattr(mtmd_cpp, "mtmd_helper_log_set", None)
+            if set_mtmd_log is None:
+                return
+            if self._mtmd_cb is None:
+                self._mtmd_cb = llama_cpp.llama_log_callback(self._make_callback(LogSource.MTMD))
+            try:
+                set_mtmd_log(self._mtmd_cb, ctypes.c_void_p(0))
+                self._mtmd_installed = True
+            except Exception:  # pragma: no cover - symbol missing in an odd build
+                log.debug("mtmd_helper_log_set failed; projector logs stay on stderr", exc_info=True)
 
     def _make_callback(self, source: LogSource) -> Callable[[int, bytes | None, object], None]:
         def callback(level: int, text: bytes | None, _user_data: object) -> None:
             # An exception escaping into ctypes is printed and swallowed; catch it here so
             # a bad sink can never disturb native code.
-            try:
+            with contextlib.suppress(Exception):
                 self.feed(level, text or b"", source)
-            except Exception:  # pragma: no cover - defensive
-                pass
 
         return callback
 
@@ -189,15 +195,15 @@ class LlamaLogRouter:
                 if pending is None:
                     # Continuation of a line already delivered: it becomes a line of its
                     # own at the level of the message it continues.
-                    pending = _Pending(self._last_level.get(key, LogLevel.INFO), source, "")
+                    pending = _Pending(self._last_level.get(key, LogLevel.INFO), source, "", key[0])
                 pending.text += text
             else:
                 if pending is not None:  # a new message starts: the unfinished one is done
                     complete.append(self._line(pending))
-                pending = _Pending(lvl, source, text)
+                pending = _Pending(lvl, source, text, key[0])
                 self._last_level[key] = lvl
             *whole, rest = pending.text.split("\n")
-            complete.extend(self._line(_Pending(pending.level, source, t)) for t in whole)
+            complete.extend(self._line(_Pending(pending.level, source, t, key[0])) for t in whole)
             if rest:
                 pending.text = rest
                 self._pending[key] = pending
@@ -217,7 +223,7 @@ class LlamaLogRouter:
 
     @staticmethod
     def _line(p: _Pending) -> LogLine:
-        return LogLine(p.level, p.text.rstrip("\r"), p.source, time.monotonic())
+        return LogLine(p.level, p.text.rstrip(), p.source, time.monotonic(), p.thread_id)
 
     def _dispatch(self, line: LogLine, sinks: tuple[_SinkEntry, ...]) -> None:
         if not line.text.strip():
@@ -251,20 +257,31 @@ def get_router(install: bool = True) -> LlamaLogRouter:
 
 
 @contextlib.contextmanager
-def capture_llama_logs(min_level: LogLevel = LogLevel.DEBUG) -> Iterator[list[LogLine]]:
-    """Collect every native log line emitted (on any thread) inside the ``with`` block.
+def capture_llama_logs(
+    min_level: LogLevel = LogLevel.DEBUG, this_thread_only: bool = False
+) -> Iterator[list[LogLine]]:
+    """Collect the native log lines emitted inside the ``with`` block.
 
-    The list fills while the block runs; the current thread's unfinished line is
-    flushed into it on exit.
+    By default lines from every thread are collected (llama.cpp may log from its own
+    worker threads); ``this_thread_only`` keeps just the calling thread's, so two models
+    loading at once on two executor threads do not see each other's diagnostics. The list
+    fills while the block runs; the current thread's unfinished line is flushed into it
+    on exit.
     """
     router = get_router()
     lines: list[LogLine] = []
-    router.add_sink(lines.append, min_level)
+    me = threading.get_ident()
+
+    def sink(line: LogLine) -> None:
+        if not this_thread_only or line.thread_id == me:
+            lines.append(line)
+
+    router.add_sink(sink, min_level)
     try:
         yield lines
     finally:
         router.flush()
-        router.remove_sink(lines.append)
+        router.remove_sink(sink)
 
 
 # -- what llama.cpp says about memory ----------------------------------------------------
@@ -278,7 +295,8 @@ _KV_RE = re.compile(r"^\s*(\w+):\s+(\S+) KV buffer size\s*=\s*" + _NUM + r" MiB"
 _COMPUTE_RE = re.compile(r"^\s*(\w+):\s+(\S+) compute buffer size\s*=\s*" + _NUM + r" MiB")
 # llama_context:        CPU  output buffer size =     4.00 MiB
 _OUTPUT_RE = re.compile(r"^\s*(\w+):\s+(\S+)\s+output buffer size\s*=\s*" + _NUM + r" MiB")
-# llama_kv_cache: size =   12.00 MiB (  1024 cells,   3 layers,  4/4 seqs), K (f16): 6.00 MiB, V (f16): 6.00 MiB
+# llama_kv_cache: size =   12.00 MiB (  1024 cells,   3 layers,  4/4 seqs),
+#                 K (f16): 6.00 MiB, V (f16): 6.00 MiB     (one line)
 _KV_SUMMARY_RE = re.compile(
     r"size\s*=\s*" + _NUM + r" MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\),"
     r"\s*K \((\w+)\):\s*" + _NUM + r" MiB,\s*V \((\w+)\):\s*" + _NUM + r" MiB"
