@@ -96,13 +96,15 @@ def cmd_inspect(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine.catalog import ModelKind, inspect_model
+    from engine.catalog import inspect_model, inspect_projector
     from engine.hardware import take_snapshot
     from engine.planner import KvCacheType, LoadRequest, describe_plan, plan_load
 
-    info = inspect_model(args.file, expect=ModelKind.TEXT)
-    projector = inspect_model(args.mmproj, expect=ModelKind.PROJECTOR) if args.mmproj else None
-    gpu_layers = None if str(args.gpu_layers).lower() == "auto" else _parse_int(args.gpu_layers, "--gpu-layers")
+    info = inspect_model(args.file)
+    projector = inspect_projector(args.mmproj) if args.mmproj else None
+    gpu_layers = (
+        None if str(args.gpu_layers).lower() == "auto" else _parse_int(args.gpu_layers, "--gpu-layers")
+    )
     request = LoadRequest(
         context_per_conversation=args.ctx,
         parallel=args.parallel,

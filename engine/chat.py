@@ -71,11 +71,16 @@ class ChatMessage:
     role: Role
     text: str
     images: tuple[Any, ...] = ()
+    # For a reply this engine generated: its exact token ids. Spliced into the next
+    # prompt instead of re-tokenizing ``text`` (which may tokenize differently), so
+    # the next turn matches the cached KV token for token.
+    tokens: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept "user" as well as Role.USER; anything else is a programming error.
         object.__setattr__(self, "role", Role(self.role))
         object.__setattr__(self, "images", tuple(self.images))
+        object.__setattr__(self, "tokens", tuple(self.tokens))
 
 
 class PromptFormat(enum.StrEnum):
@@ -174,6 +179,7 @@ def template_stop_strings(template: str, eos_token: str = "") -> tuple[str, ...]
 
 # --------------------------------------------------------------------------- messages
 
+
 @dataclass(frozen=True)
 class _Turn:
     """A message with its media markers already placed in the content."""
@@ -227,6 +233,7 @@ def _merge_consecutive(turns: Sequence[_Turn]) -> list[_Turn]:
 
 # --------------------------------------------------------------------------- built-in formats
 
+
 def _render_builtin(fmt: PromptFormat, turns: Sequence[_Turn], add_generation_prompt: bool) -> str:
     # None of these write BOS: the tokenizer adds it (RenderedPrompt.adds_bos is False).
     parts: list[str] = []
@@ -264,6 +271,7 @@ def _render_builtin(fmt: PromptFormat, turns: Sequence[_Turn], add_generation_pr
 
 
 # --------------------------------------------------------------------------- jinja
+
 
 class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox, made strict: an unsafe attribute (``__class__``,
@@ -411,6 +419,7 @@ def _jinja_with_fallbacks(
 
 # --------------------------------------------------------------------------- public rendering
 
+
 @dataclass(frozen=True)
 class ChatTemplate:
     """How to render conversations for one model. Build once per loaded model."""
@@ -440,9 +449,7 @@ class ChatTemplate:
         self, messages: Iterable[ChatMessage], *, add_generation_prompt: bool = True
     ) -> RenderedPrompt:
         messages = list(messages)
-        turns = [
-            _Turn(m.role, _content(m, self.media_marker, self.media_placement)) for m in messages
-        ]
+        turns = [_Turn(m.role, _content(m, self.media_marker, self.media_placement)) for m in messages]
         image_count = sum(len(m.images) for m in messages)
         if self.template:
             text = _jinja_with_fallbacks(
@@ -588,7 +595,46 @@ def tokenize_prompt(vocab: Any, prompt: RenderedPrompt) -> list[int]:
     return tokens
 
 
+_SPLICE = "\ue000hearth-reply-{}\ue001"  # private-use characters: no one types these
+
+
+def tokenize_conversation(
+    vocab: Any, template: ChatTemplate, messages: Sequence[ChatMessage]
+) -> tuple[list[int], RenderedPrompt]:
+    """Render and tokenize ``messages``, splicing in the token ids of earlier replies.
+
+    Each assistant message with ``tokens`` is rendered as a placeholder; the text around
+    the placeholders is tokenized piece by piece and the reply's own ids go in between.
+    Falls back to plain tokenization when a template does not keep a placeholder intact.
+    """
+    rendered = template.render(messages)
+    spliced = [i for i, m in enumerate(messages) if m.tokens and m.role is Role.ASSISTANT and not m.images]
+    if not spliced:
+        return tokenize_prompt(vocab, rendered), rendered
+    stand_ins = list(messages)
+    for i in spliced:
+        stand_ins[i] = ChatMessage(Role.ASSISTANT, _SPLICE.format(i))
+    text = template.render(stand_ins).text
+    markers = [_SPLICE.format(i) for i in spliced]
+    positions = [text.find(marker) for marker in markers]
+    if any(text.count(marker) != 1 for marker in markers) or positions != sorted(positions):
+        return tokenize_prompt(vocab, rendered), rendered
+    tokens: list[int] = []
+    cursor = 0
+    for index, marker, position in zip(spliced, markers, positions, strict=True):
+        piece = text[cursor:position]
+        if cursor == 0:
+            tokens += tokenize_prompt(vocab, RenderedPrompt(piece, (), "", rendered.adds_bos))
+        else:
+            tokens += tokenize(vocab, piece, add_special=False, parse_special=True)
+        tokens += messages[index].tokens
+        cursor = position + len(marker)
+    tokens += tokenize(vocab, text[cursor:], add_special=False, parse_special=True)
+    return tokens, rendered
+
+
 # --------------------------------------------------------------------------- streaming text
+
 
 class IncrementalDetokenizer:
     """Token pieces (bytes) in, text out, never splitting a UTF-8 character.
@@ -715,4 +761,3 @@ class TextStream:
         if chunk.stopped:
             return chunk
         return StreamChunk(chunk.text + self._stops.flush())
-

@@ -38,6 +38,12 @@ class TinyTextSpec:
     name: str = "Tiny Llama"
     chat_template: str | None = DEFAULT_CHAT_TEMPLATE
     seed: int = 0
+    # A scripted model ignores its input except for the last token: after any token
+    # outside the script it says script[0], after script[i] it says script[i + 1], and
+    # after the last one EOS (or script[0] again when ``script_loops``). Greedy output
+    # is then exact, which lets tests split characters and stop strings across tokens.
+    script: tuple[str, ...] = ()
+    script_loops: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,22 +121,56 @@ def write_tiny_text_model(path: Path | str, spec: TinyTextSpec = TinyTextSpec())
     if spec.chat_template is not None:
         writer.add_chat_template(spec.chat_template)
 
-    writer.add_tensor("token_embd.weight", _weights(rng, n_vocab, spec.n_embd, scale=0.5))
+    if spec.script:
+        token_embd, output = _scripted_weights(spec, tokens)
+    else:
+        token_embd = _weights(rng, n_vocab, spec.n_embd, scale=0.5)
+        output = _weights(rng, n_vocab, spec.n_embd, scale=0.5)
+    # A scripted model's blocks must add nothing to the residual stream.
+    block_scale = 0.0 if spec.script else 0.02
+    writer.add_tensor("token_embd.weight", token_embd)
     writer.add_tensor("output_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
-    writer.add_tensor("output.weight", _weights(rng, n_vocab, spec.n_embd, scale=0.5))
+    writer.add_tensor("output.weight", output)
     for i in range(spec.n_layer):
         p = f"blk.{i}"
         writer.add_tensor(f"{p}.attn_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
         writer.add_tensor(f"{p}.attn_q.weight", _weights(rng, spec.n_head * head_dim, spec.n_embd))
         writer.add_tensor(f"{p}.attn_k.weight", _weights(rng, spec.n_head_kv * head_dim, spec.n_embd))
         writer.add_tensor(f"{p}.attn_v.weight", _weights(rng, spec.n_head_kv * head_dim, spec.n_embd))
-        writer.add_tensor(f"{p}.attn_output.weight", _weights(rng, spec.n_embd, spec.n_head * head_dim))
+        writer.add_tensor(
+            f"{p}.attn_output.weight", _weights(rng, spec.n_embd, spec.n_head * head_dim, scale=block_scale)
+        )
         writer.add_tensor(f"{p}.ffn_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
         writer.add_tensor(f"{p}.ffn_gate.weight", _weights(rng, spec.n_ff, spec.n_embd))
         writer.add_tensor(f"{p}.ffn_up.weight", _weights(rng, spec.n_ff, spec.n_embd))
-        writer.add_tensor(f"{p}.ffn_down.weight", _weights(rng, spec.n_embd, spec.n_ff))
+        writer.add_tensor(f"{p}.ffn_down.weight", _weights(rng, spec.n_embd, spec.n_ff, scale=block_scale))
     _finish(writer)
     return path
+
+
+def _scripted_weights(spec: TinyTextSpec, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings on orthogonal axes and an output matrix that maps axis i to the next token."""
+    index = {t: i for i, t in enumerate(tokens)}
+    unknown = [t for t in spec.script if t not in index]
+    if unknown:
+        raise ValueError(f"script tokens not in the tiny vocabulary: {unknown}")
+    if len(set(spec.script)) != len(spec.script) or len(spec.script) + 1 > spec.n_embd:
+        raise ValueError("a script needs distinct tokens, fewer than the embedding size")
+    n_vocab = len(tokens)
+    embd = np.zeros((n_vocab, spec.n_embd), dtype=np.float32)
+    embd[:, 0] = 1.0  # axis 0: "any token outside the script"
+    output = np.zeros((n_vocab, spec.n_embd), dtype=np.float32)
+    output[index[spec.script[0]], 0] = 8.0
+    for i, token in enumerate(spec.script):
+        axis = i + 1
+        embd[index[token]] = 0.0
+        embd[index[token], axis] = 1.0
+        if i + 1 < len(spec.script):
+            following = spec.script[i + 1]
+        else:
+            following = spec.script[0] if spec.script_loops else tokens[2]  # "</s>"
+        output[index[following], axis] = 8.0
+    return embd, output
 
 
 def write_tiny_projector(path: Path | str, spec: TinyProjectorSpec = TinyProjectorSpec()) -> Path:

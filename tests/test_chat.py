@@ -134,9 +134,7 @@ def test_template_that_requires_alternation_gets_consecutive_turns_joined() -> N
     # e.g. a reply failed and the user wrote again
     messages = [ChatMessage(Role.USER, "first"), ChatMessage(Role.USER, "second")]
     prompt = render(messages, GEMMA2_TEMPLATE, bos_token="<bos>")
-    assert prompt.text == (
-        "<bos><start_of_turn>user\nfirst\n\nsecond<end_of_turn>\n<start_of_turn>model\n"
-    )
+    assert prompt.text == ("<bos><start_of_turn>user\nfirst\n\nsecond<end_of_turn>\n<start_of_turn>model\n")
 
 
 def test_conversations_the_template_accepts_are_rendered_unchanged() -> None:
@@ -592,8 +590,9 @@ def test_tokenize_round_trip_with_multibyte_text(vocab: Any) -> None:
     # SentencePiece may prefix a space to the first word
     assert detokenize(vocab, tokens) in (text, " " + text)
     # the tiny vocabulary spells CJK and emoji as byte tokens: pieces end mid-character
-    assert any(len(token_to_piece(vocab, t, True)) == 1 and token_to_piece(vocab, t, True)[0] >= 0x80
-               for t in tokens)
+    assert any(
+        len(token_to_piece(vocab, t, True)) == 1 and token_to_piece(vocab, t, True)[0] >= 0x80 for t in tokens
+    )
 
 
 def test_special_tokens_are_parsed_only_when_asked(vocab: Any) -> None:

@@ -53,20 +53,22 @@ class MemoryBar(QWidget):
 
     @staticmethod
     def describe(device: DeviceMemory) -> str:
-        lines = [f"{device.device}: needs {format_bytes(device.total)}, {format_bytes(device.available)} free"]
+        lines = [
+            f"{device.device}: needs {format_bytes(device.total)}, {format_bytes(device.available)} free"
+        ]
         for part in PARTS:
             value = getattr(device, part.attr)
             if value:
                 lines.append(f"  {part.label}: {format_bytes(value)}")
         return "\n".join(lines)
 
-    def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
+    def sizeHint(self) -> QSize:
         return QSize(360, max(1, len(self._devices)) * ROW_HEIGHT + LEGEND_HEIGHT)
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt API
+    def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
 
-    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt API
+    def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         palette = self.palette()
@@ -78,10 +80,14 @@ class MemoryBar(QWidget):
             scale = max(device.total, device.available, 1)
             over = device.total > device.available
             painter.setPen(text_color)
-            label = f"{device.device} — needs {format_bytes(device.total)}, {format_bytes(device.available)} free"
+            label = (
+                f"{device.device} — needs {format_bytes(device.total)}, {format_bytes(device.available)} free"
+            )
             if over:
                 label += f"  (short by {format_bytes(device.total - device.available)})"
-            painter.drawText(QRectF(1, y, width, 18), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label)
+            painter.drawText(
+                QRectF(1, y, width, 18), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label
+            )
             bar = QRectF(1, y + 20, width, BAR_HEIGHT)
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(track)
@@ -108,6 +114,8 @@ class MemoryBar(QWidget):
             painter.drawRect(QRectF(x, y + 6, 10, 10))
             painter.setPen(text_color)
             text_rect = QRectF(x + 14, y, 120, LEGEND_HEIGHT)
-            painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, part.label)
+            painter.drawText(
+                text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, part.label
+            )
             x += 14 + painter.fontMetrics().horizontalAdvance(part.label) + 14
         painter.end()

@@ -53,7 +53,9 @@ class ModelPanel(QWidget):
         font.setBold(True)
         self.title.setFont(font)
         self.title.setWordWrap(True)
-        self.subtitle = QLabel("Drop .gguf files or folders anywhere on the window, or use Add models (Ctrl+O).")
+        self.subtitle = QLabel(
+            "Drop .gguf files or folders anywhere on the window, or use Add models (Ctrl+O)."
+        )
         self.subtitle.setWordWrap(True)
         self.subtitle.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
@@ -199,7 +201,9 @@ class ModelPanel(QWidget):
 
     def _show_nothing(self) -> None:
         self.title.setText("Select a model")
-        self.subtitle.setText("Drop .gguf files or folders anywhere on the window, or use Add models (Ctrl+O).")
+        self.subtitle.setText(
+            "Drop .gguf files or folders anywhere on the window, or use Add models (Ctrl+O)."
+        )
         self._clear_facts()
         self.plan_box.setVisible(False)
         self._set_plan(None)

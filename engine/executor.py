@@ -1,0 +1,735 @@
+"""The executor QThread: owns every native llama.cpp handle of one loaded model.
+
+It loads the model phase by phase, then runs the serving loop: drain commands, admit
+waiting requests into sequences (reusing cached prefixes), sample sequences whose logits
+are ready, plan a batch (engine.scheduler), one ``llama_decode``, commit. Other threads
+only enqueue commands; results leave as events on each request's handle.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QThread, Signal
+
+from engine.catalog import inspect_model
+from engine.chat import ChatTemplate, TextStream, token_to_piece, tokenize, tokenize_conversation
+from engine.errors import Cancelled, DoesNotFit, EngineError, LoadFailed
+from engine.llama_log import LogLevel, capture_llama_logs
+from engine.native import ensure_backend
+from engine.native_batch import NativeBatch
+from engine.planner import KvCacheType, LoadPhase, LoadPlan
+from engine.requests import (
+    ChatRequest,
+    Completed,
+    Completion,
+    DecodeFailed,
+    EngineStats,
+    Failed,
+    Prefill,
+    PromptTooLong,
+    Queued,
+    RequestHandle,
+    SequenceStats,
+    Started,
+    StopReason,
+    TextDelta,
+    Timings,
+    Usage,
+)
+from engine.sampling import build_chain, free_chain
+from engine.scheduler import (
+    ZERO_BOUNDARY,
+    BatchCommit,
+    BatchPlanner,
+    PromptLayout,
+    SequencePool,
+    SequenceProgress,
+    WorkKind,
+)
+
+log = logging.getLogger("hearth.executor")
+
+DELTA_INTERVAL = 1.0 / 30.0  # at most ~30 text updates a second per request
+PREFILL_EVENT_INTERVAL = 0.1
+IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
+RATE_WINDOW = 3.0  # seconds of history behind "recent tokens/s"
+
+GGML_TYPES = {KvCacheType.F16: 1, KvCacheType.Q4_0: 2, KvCacheType.Q8_0: 8}
+
+
+class ExecutorState:
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+    UNLOADED = "unloaded"
+
+
+# -- commands (other threads -> executor) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Submit:
+    handle: RequestHandle
+
+
+@dataclass(frozen=True)
+class _Cancel:
+    request_id: int
+
+
+@dataclass(frozen=True)
+class _Observe:
+    future: Future
+
+
+@dataclass(frozen=True)
+class _Unload:
+    pass
+
+
+# -- per-request state (executor thread only) ------------------------------------------
+
+
+@dataclass(eq=False)
+class _Active:
+    handle: RequestHandle
+    progress: SequenceProgress
+    chain: Any
+    stream: TextStream
+    prompt_tokens: int
+    cached_tokens: int
+    t_submit: float
+    t_admit: float
+    t_prefill_done: float = 0.0
+    t_first_token: float = 0.0
+    t_last_prefill_event: float = 0.0
+    t_last_flush: float = 0.0
+    pending_text: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    cancelled: bool = False
+
+    @property
+    def request(self) -> ChatRequest:
+        return self.handle.request
+
+    @property
+    def sequence_id(self) -> int:
+        return self.progress.sequence_id
+
+
+@dataclass(eq=False)
+class _Waiting:
+    handle: RequestHandle
+    t_submit: float
+    cancelled: bool = False
+
+
+class Executor(QThread):
+    """One per loaded model. Construct, connect signals, ``start()``."""
+
+    phase_started = Signal(object)  # LoadPhase
+    phase_progress = Signal(object, float)  # LoadPhase, 0..1
+    phase_finished = Signal(object, float)  # LoadPhase, seconds
+    ready = Signal()
+    load_failed = Signal(object)  # EngineError
+    unloaded = Signal()
+
+    def __init__(self, plan: LoadPlan, *, force: bool = False, queue_capacity: int = 32) -> None:
+        super().__init__()
+        self.setObjectName(f"hearth-executor-{plan.model.path.stem}")
+        self.plan = plan
+        self.force = force
+        self.queue_capacity = queue_capacity
+        self.state = ExecutorState.LOADING
+        self.load_error: EngineError | None = None
+        self._commands: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._outstanding = 0
+        self._outstanding_lock = threading.Lock()
+        self._cancel_load = threading.Event()
+        self._ready_event = threading.Event()
+        # Native handles and serving state: touched by the executor thread only.
+        self._model: Any = None
+        self._ctx: Any = None
+        self._mem: Any = None
+        self._vocab: Any = None
+        self._batch: NativeBatch | None = None
+        self._progress_cb: Any = None
+        self._template: ChatTemplate | None = None
+        self._waiting: collections.deque[_Waiting] = collections.deque()
+        self._active: dict[int, _Active] = {}  # by sequence id
+        self._logit_rows: dict[int, range] = {}
+        self._pool: SequencePool | None = None
+        self._planner = BatchPlanner()
+        self.n_ctx = 0
+        self.n_ctx_seq = 0
+        self.n_batch = 0
+        self.n_seq = 0
+        # Counters for stats().
+        self._hits = 0
+        self._misses = 0
+        self._reused = 0
+        self._ticks = 0
+        self._completed = 0
+        self._rates: collections.deque[tuple[float, int, int]] = collections.deque()
+        self._last_fill = 0.0
+        self._scheduler_seconds = 0.0
+
+    # ------------------------------------------------------------------ any thread
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until loaded; raise the load error if loading failed."""
+        if not self._ready_event.wait(timeout):
+            raise TimeoutError("the model did not finish loading in time")
+        if self.load_error is not None:
+            raise self.load_error
+
+    def cancel_load(self) -> None:
+        self._cancel_load.set()
+
+    def submit(self, request: ChatRequest) -> RequestHandle:
+        """Queue a request; raises Overloaded when the queue is full, never blocks."""
+        from engine.errors import Overloaded
+
+        request.validate()
+        if self.state in (ExecutorState.FAILED, ExecutorState.UNLOADED):
+            raise LoadFailed("No model is loaded.")
+        with self._outstanding_lock:
+            limit = self.queue_capacity + max(self.n_seq, self.plan.params.n_seq_max)
+            if self._outstanding >= limit:
+                raise Overloaded(f"Hearth is busy: {self._outstanding} requests are already waiting.")
+            self._outstanding += 1
+        handle = RequestHandle(request, canceller=self.cancel)
+        self._commands.put(_Submit(handle))
+        return handle
+
+    def cancel(self, request_id: int) -> None:
+        self._commands.put(_Cancel(request_id))
+
+    def request_stats(self) -> Future:
+        future: Future = Future()
+        self._commands.put(_Observe(future))
+        return future
+
+    def stats(self, timeout: float = 5.0) -> EngineStats:
+        """Observed through the command queue: answered between two batches."""
+        return self.request_stats().result(timeout)
+
+    def request_unload(self) -> None:
+        self._cancel_load.set()
+        self._commands.put(_Unload())
+
+    # ------------------------------------------------------------------ executor thread
+
+    def run(self) -> None:
+        native_errors: list = []
+        try:
+            ensure_backend()
+            with capture_llama_logs(LogLevel.ERROR) as native_errors:
+                self._load()
+        except BaseException as exc:
+            error = exc if isinstance(exc, EngineError) else LoadFailed(f"Loading failed: {exc}")
+            if not isinstance(exc, EngineError):
+                log.exception("unexpected load failure")
+            elif isinstance(exc, LoadFailed) and native_errors:
+                error = LoadFailed(f"{exc.message} llama.cpp: {native_errors[-1].text.strip()}")
+            self._free_native()
+            self.load_error = error
+            self.state = ExecutorState.FAILED
+            self._ready_event.set()
+            self.load_failed.emit(error)
+            self._fail_everything(error)
+            return
+        self.state = ExecutorState.READY
+        self._ready_event.set()
+        self.ready.emit()
+        try:
+            self._serve()
+        except BaseException:
+            log.exception("executor loop crashed")
+            self._fail_everything(DecodeFailed("The engine stopped after an internal error."))
+        finally:
+            self._fail_everything(Cancelled("The model was unloaded."))
+            self._free_native()
+            self.state = ExecutorState.UNLOADED
+            self.unloaded.emit()
+
+    # -- loading ------------------------------------------------------------------
+
+    def _phase(self, phase: LoadPhase, work: Callable[[], None]) -> None:
+        if self._cancel_load.is_set():
+            raise Cancelled("Loading was cancelled.")
+        start = time.perf_counter()
+        self.phase_started.emit(phase)
+        self.phase_progress.emit(phase, 0.0)
+        work()
+        self.phase_progress.emit(phase, 1.0)
+        self.phase_finished.emit(phase, time.perf_counter() - start)
+
+    def _load(self) -> None:
+        plan = self.plan
+        for phase in plan.phases:
+            if phase is LoadPhase.VALIDATE:
+                self._phase(phase, self._validate)
+            elif phase is LoadPhase.WEIGHTS:
+                self._phase(phase, self._load_weights)
+            elif phase is LoadPhase.CONTEXT:
+                self._phase(phase, self._create_context)
+            elif phase is LoadPhase.WARMUP:
+                self._phase(phase, self._warm_up)
+            elif phase is LoadPhase.READY:
+                self._phase(phase, lambda: None)
+            else:
+                raise LoadFailed(f"This build of Hearth cannot load a {phase.value} yet.")
+
+    def _validate(self) -> None:
+        plan = self.plan
+        info = inspect_model(plan.model.path)
+        if info.file_size != plan.model.file_size:
+            raise LoadFailed(f"{plan.model.path.name} changed since it was planned; plan again.")
+        if not plan.fits and not self.force:
+            raise DoesNotFit(plan.reasons[0] if plan.reasons else "The model does not fit this machine.")
+
+    def _load_weights(self) -> None:
+        import llama_cpp as ll
+
+        params = ll.llama_model_default_params()
+        params.n_gpu_layers = self.plan.params.n_gpu_layers
+
+        def on_progress(progress: float, _user: Any) -> bool:
+            self.phase_progress.emit(LoadPhase.WEIGHTS, float(progress))
+            return not self._cancel_load.is_set()
+
+        # ctypes callbacks must stay referenced while llama.cpp may call them.
+        self._progress_cb = ll.llama_progress_callback(on_progress)
+        params.progress_callback = self._progress_cb
+        model = ll.llama_model_load_from_file(str(self.plan.model.path).encode(), params)
+        if not model:
+            if self._cancel_load.is_set():
+                raise Cancelled("Loading was cancelled.")
+            raise LoadFailed(
+                f"llama.cpp could not load {self.plan.model.path.name} (unsupported or damaged file, "
+                "or not enough memory)."
+            )
+        self._model = model
+        self._vocab = ll.llama_model_get_vocab(model)
+        self._template = ChatTemplate.from_model(model)
+
+    def _create_context(self) -> None:
+        import llama_cpp as ll
+
+        p = self.plan.params
+        params = ll.llama_context_default_params()
+        params.n_ctx = p.n_ctx
+        params.n_batch = p.n_batch
+        params.n_ubatch = p.n_ubatch
+        params.n_seq_max = p.n_seq_max
+        params.n_threads = p.n_threads
+        params.n_threads_batch = p.n_threads_batch
+        params.type_k = GGML_TYPES[p.type_k]
+        params.type_v = GGML_TYPES[p.type_v]
+        params.flash_attn_type = 1 if p.flash_attn else -1
+        params.swa_full = p.swa_full
+        params.kv_unified = p.kv_unified
+        params.no_perf = True
+        ctx = ll.llama_init_from_model(self._model, params)
+        if not ctx:
+            raise LoadFailed(
+                "llama.cpp could not create the context: not enough memory for "
+                f"{p.n_ctx} tokens of KV cache — try a smaller context."
+            )
+        self._ctx = ctx
+        self._mem = ll.llama_get_memory(ctx)
+        self.n_ctx = ll.llama_n_ctx(ctx)
+        self.n_seq = ll.llama_n_seq_max(ctx)
+        self.n_batch = min(ll.llama_n_batch(ctx), p.n_batch)
+        self.n_ctx_seq = self.n_ctx if p.kv_unified else self.n_ctx // self.n_seq
+        self._batch = NativeBatch(self.n_batch)
+        self._pool = SequencePool(self.n_seq)
+
+    def _warm_up(self) -> None:
+        import llama_cpp as ll
+
+        assert self._batch is not None
+        bos = ll.llama_vocab_bos(self._vocab)
+        token = bos if bos >= 0 else 0
+        self._batch.clear()
+        self._batch.add_run(0, 0, [token], range(0, 1))
+        rc = ll.llama_decode(self._ctx, self._batch.native())
+        ll.llama_synchronize(self._ctx)
+        ll.llama_memory_clear(self._mem, True)
+        if rc != 0:
+            raise LoadFailed(f"The model loaded but could not evaluate a token (llama_decode returned {rc}).")
+
+    def _free_native(self) -> None:
+        import llama_cpp as ll
+
+        for active in self._active.values():
+            free_chain(active.chain)
+            active.chain = None
+        if self._ctx:
+            ll.llama_free(self._ctx)
+        if self._model:
+            ll.llama_model_free(self._model)
+        self._ctx = self._model = self._mem = self._vocab = None
+        self._batch = None
+        self._progress_cb = None
+
+    # -- serving -------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while True:
+            busy = bool(self._active or self._waiting)
+            if not self._drain_commands(block=not busy):
+                return
+            self._reap_cancelled()
+            self._admit()
+            self._sample_ready()
+            self._flush_due(time.perf_counter())
+            self._run_batch()
+
+    def _drain_commands(self, block: bool) -> bool:
+        """Apply every queued command; False once unloading was asked for."""
+        while True:
+            try:
+                command = self._commands.get(timeout=IDLE_WAIT) if block else self._commands.get_nowait()
+            except queue.Empty:
+                return True
+            block = False
+            if isinstance(command, _Submit):
+                self._waiting.append(_Waiting(command.handle, time.perf_counter()))
+                command.handle._publish(Queued(len(self._waiting)))
+            elif isinstance(command, _Cancel):
+                self._mark_cancelled(command.request_id)
+            elif isinstance(command, _Observe):
+                if command.future.set_running_or_notify_cancel():
+                    command.future.set_result(self._compute_stats())
+            elif isinstance(command, _Unload):
+                return False
+
+    def _mark_cancelled(self, request_id: int) -> None:
+        for waiting in self._waiting:
+            if waiting.handle.request_id == request_id:
+                waiting.cancelled = True
+        for active in self._active.values():
+            if active.handle.request_id == request_id:
+                active.cancelled = True
+
+    def _reap_cancelled(self) -> None:
+        if any(w.cancelled for w in self._waiting):
+            keep: collections.deque[_Waiting] = collections.deque()
+            for waiting in self._waiting:
+                if waiting.cancelled:
+                    self._end_waiting(waiting, None)
+                else:
+                    keep.append(waiting)
+            self._waiting = keep
+        for active in [a for a in self._active.values() if a.cancelled]:
+            self._finish(active, StopReason.CANCELLED)
+
+    def _end_waiting(self, waiting: _Waiting, error: EngineError | None) -> None:
+        """A request that never got a sequence: cancelled (error None) or refused."""
+        self._release_slot()
+        if error is not None:
+            waiting.handle._publish(Failed(error))
+            return
+        now = time.perf_counter()
+        usage = Usage(0, 0, 0)
+        timings = Timings(now - waiting.t_submit, 0.0, 0.0, 0.0, 0.0, 0.0)
+        waiting.handle._publish(Completed(Completion("", StopReason.CANCELLED, usage, timings)))
+
+    def _release_slot(self) -> None:
+        with self._outstanding_lock:
+            self._outstanding -= 1
+
+    # -- admission -----------------------------------------------------------------
+
+    def _admit(self) -> None:
+        import llama_cpp as ll
+
+        assert self._pool is not None
+        while self._waiting and self._pool.available:
+            waiting = self._waiting.popleft()
+            request = waiting.handle.request
+            try:
+                tokens, stops = self._prompt_tokens(request)
+                if len(tokens) > self.n_ctx_seq:
+                    raise PromptTooLong(
+                        f"The prompt is {len(tokens):,} tokens; this model was loaded with "
+                        f"{self.n_ctx_seq:,} per conversation."
+                    )
+            except EngineError as exc:
+                self._end_waiting(waiting, exc)
+                continue
+            layout = PromptLayout.from_tokens(tokens)
+            acquisition = self._pool.acquire_matching(layout) if request.cache else self._pool.acquire_lru()
+            assert acquisition is not None
+            seq = acquisition.sequence_id
+            if not ll.llama_memory_seq_rm(self._mem, seq, acquisition.truncate_from, -1):
+                # Recurrent/hybrid memory cannot drop a tail: start this sequence over.
+                acquisition = acquisition.with_cached(ZERO_BOUNDARY)
+                if not ll.llama_memory_seq_rm(self._mem, seq, -1, -1):
+                    self._pool.quarantine(seq)
+                    self._end_waiting(waiting, DecodeFailed("A cache slot could not be cleared; try again."))
+                    continue
+            cached = acquisition.cached
+            if cached.logical_tokens:
+                self._hits += 1
+                self._reused += cached.logical_tokens
+            else:
+                self._misses += 1
+            now = time.perf_counter()
+            active = _Active(
+                handle=waiting.handle,
+                progress=SequenceProgress.admit(seq, layout, cached),
+                chain=build_chain(self._vocab, request.sampling),
+                stream=TextStream(stops),
+                prompt_tokens=len(tokens),
+                cached_tokens=cached.logical_tokens,
+                t_submit=waiting.t_submit,
+                t_admit=now,
+                t_last_flush=now,
+            )
+            self._active[seq] = active
+            self._publish_prefill(active, now, force=True)
+
+    def _prompt_tokens(self, request: ChatRequest) -> tuple[list[int], tuple[str, ...]]:
+        assert self._template is not None
+        if request.prompt is not None:
+            tokens = tokenize(self._vocab, request.prompt, add_special=True, parse_special=True)
+            stops = request.stop
+        else:
+            tokens, rendered = tokenize_conversation(self._vocab, self._template, request.messages)
+            stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
+        if not tokens:
+            import llama_cpp as ll
+
+            bos = ll.llama_vocab_bos(self._vocab)
+            tokens = [bos if bos >= 0 else 0]
+        return tokens, stops
+
+    # -- sampling ------------------------------------------------------------------
+
+    def _sample_ready(self) -> None:
+        import llama_cpp as ll
+
+        if not self._logit_rows:
+            return
+        rows, self._logit_rows = self._logit_rows, {}
+        now = time.perf_counter()
+        for seq, logit_rows in rows.items():
+            active = self._active.get(seq)
+            if active is None or active.cancelled:
+                continue
+            if not active.tokens and not active.t_prefill_done:
+                active.t_prefill_done = now
+                self._publish_prefill(active, now, force=True)
+            token = ll.llama_sampler_sample(active.chain, self._ctx, logit_rows[-1])
+            if not active.tokens:
+                active.t_first_token = time.perf_counter()
+                active.handle._publish(Started())
+            if ll.llama_vocab_is_eog(self._vocab, token) and not active.request.ignore_eos:
+                self._finish(active, StopReason.STOP_TOKEN)
+                continue
+            active.tokens.append(token)
+            chunk = active.stream.push(token_to_piece(self._vocab, token, False))
+            if chunk.text:
+                active.pending_text.append(chunk.text)
+            if chunk.stopped:
+                self._finish(active, StopReason.STOP_STRING)
+            elif len(active.tokens) >= active.request.max_tokens:
+                self._finish(active, StopReason.LENGTH)
+            elif active.progress.n_past >= self.n_ctx_seq:
+                self._finish(active, StopReason.CONTEXT_FULL)
+            else:
+                active.progress.push(token)
+
+    def _flush_due(self, now: float) -> None:
+        for active in self._active.values():
+            if active.pending_text and now - active.t_last_flush >= DELTA_INTERVAL:
+                self._flush(active, now)
+
+    def _flush(self, active: _Active, now: float) -> None:
+        text = "".join(active.pending_text)
+        active.pending_text.clear()
+        active.t_last_flush = now
+        if text:
+            active.text.append(text)
+            active.handle._publish(TextDelta(text))
+
+    def _finish(self, active: _Active, reason: StopReason) -> None:
+        assert self._pool is not None
+        tail = active.stream.finish()
+        if tail.text and reason is not StopReason.STOP_STRING:
+            active.pending_text.append(tail.text)
+        now = time.perf_counter()
+        self._flush(active, now)
+        progress = active.progress
+        self._pool.release(progress.sequence_id, progress.reusable_prefix() if active.request.cache else None)
+        del self._active[progress.sequence_id]
+        self._logit_rows.pop(progress.sequence_id, None)
+        free_chain(active.chain)
+        active.chain = None
+        self._release_slot()
+        self._completed += 1
+        first = active.t_first_token or now
+        prefill_done = active.t_prefill_done or now
+        computed = max(0, progress.cursor.logical_tokens - active.cached_tokens)
+        prefill_s = max(prefill_done - active.t_admit, 1e-9)
+        decode_s = max(now - first, 0.0)
+        n_out = len(active.tokens)
+        timings = Timings(
+            queued=active.t_admit - active.t_submit,
+            ttft=(first - active.t_submit) if active.t_first_token else 0.0,
+            prefill_seconds=prefill_s,
+            decode_seconds=decode_s,
+            prefill_tokens_per_second=computed / prefill_s if computed else 0.0,
+            decode_tokens_per_second=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
+        )
+        usage = Usage(active.prompt_tokens, active.cached_tokens, n_out)
+        completion = Completion("".join(active.text), reason, usage, timings, tuple(active.tokens))
+        active.handle._publish(Completed(completion))
+
+    def _fail(self, active: _Active, error: EngineError) -> None:
+        assert self._pool is not None
+        self._pool.release(active.sequence_id, None)
+        del self._active[active.sequence_id]
+        self._logit_rows.pop(active.sequence_id, None)
+        free_chain(active.chain)
+        active.chain = None
+        self._release_slot()
+        active.handle._publish(Failed(error))
+
+    def _fail_everything(self, error: EngineError) -> None:
+        for active in list(self._active.values()):
+            self._fail(active, error)
+        while self._waiting:
+            self._end_waiting(self._waiting.popleft(), error)
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(command, _Submit):
+                self._release_slot()
+                command.handle._publish(Failed(error))
+            elif isinstance(command, _Observe) and command.future.set_running_or_notify_cancel():
+                command.future.set_exception(error)
+
+    # -- batches -------------------------------------------------------------------
+
+    def _run_batch(self) -> None:
+        t0 = time.perf_counter()
+        candidates = [c for a in self._active.values() if (c := a.progress.candidate()) is not None]
+        if not candidates:
+            return
+        plan = self._planner.plan(candidates, self.n_batch)
+        if plan.media is not None:
+            active = self._active[plan.media.sequence_id]
+            self._fail(active, EngineError("This model has no vision projector loaded."))
+        if not plan.work:
+            return
+        progress = {seq: a.progress for seq, a in self._active.items()}
+        commit = BatchCommit.stage(plan.work, progress)
+        t1 = time.perf_counter()
+        batch = self._batch
+        assert batch is not None
+        batch.clear()
+        for entry in commit.entries:
+            batch.add_run(entry.sequence_id, entry.position, entry.tokens, entry.logit_rows)
+        rc = self._decode(batch)
+        t2 = time.perf_counter()
+        self._ticks += 1
+        if rc != 0:
+            commit.discard()
+            self._decode_failed(rc, [e.sequence_id for e in commit.entries])
+            return
+        self._logit_rows = commit.apply(progress)
+        now = time.perf_counter()
+        self._scheduler_seconds += (t1 - t0) + (now - t2)
+        self._last_fill = commit.n_rows / self.n_batch
+        self._rates.append((now, plan.decode_rows, plan.prefill_rows))
+        while self._rates and now - self._rates[0][0] > RATE_WINDOW:
+            self._rates.popleft()
+        for entry in commit.entries:
+            if entry.kind is WorkKind.PREFILL:
+                self._publish_prefill(self._active[entry.sequence_id], now)
+
+    def _decode(self, batch: NativeBatch) -> int:
+        import llama_cpp as ll
+
+        return int(ll.llama_decode(self._ctx, batch.native()))
+
+    def _decode_failed(self, rc: int, sequences: list[int]) -> None:
+        """Reset the context; fail only the batch's requests; restart the others' prefill."""
+        import llama_cpp as ll
+
+        assert self._pool is not None
+        log.warning("llama_decode returned %d; resetting the context", rc)
+        ll.llama_memory_clear(self._mem, True)
+        self._pool.invalidate_all()
+        self._planner.reset()
+        error = DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc}).")
+        for seq in sequences:
+            if seq in self._active:
+                self._fail(self._active[seq], error)
+        for active in self._active.values():
+            progress = active.progress
+            active.progress = SequenceProgress.admit(progress.sequence_id, progress.prompt, ZERO_BOUNDARY)
+            active.cached_tokens = 0
+
+    # -- events and stats ------------------------------------------------------------
+
+    def _publish_prefill(self, active: _Active, now: float, force: bool = False) -> None:
+        progress = active.progress
+        done = progress.cursor.logical_tokens
+        total = progress.prompt.logical_tokens
+        if not force and done < total and now - active.t_last_prefill_event < PREFILL_EVENT_INTERVAL:
+            return
+        active.t_last_prefill_event = now
+        active.handle._publish(Prefill(done, total, active.cached_tokens))
+
+    def _compute_stats(self) -> EngineStats:
+        import llama_cpp as ll
+
+        sequences: list[SequenceStats] = []
+        if self._pool is not None and self._mem:
+            for info in self._pool.snapshot():
+                seq = info.sequence_id
+                cells = int(ll.llama_memory_seq_pos_max(self._mem, seq)) + 1
+                active = self._active.get(seq)
+                if active is not None:
+                    state, owner = "active", active.request.owner or f"request {active.handle.request_id}"
+                elif info.state.value == "quarantined":
+                    state, owner = "quarantined", ""
+                else:
+                    state, owner = ("reusable" if info.reusable_tokens else "empty"), ""
+                sequences.append(SequenceStats(seq, state, owner, max(cells, 0), info.reusable_tokens))
+        span = (self._rates[-1][0] - self._rates[0][0]) if len(self._rates) > 1 else 0.0
+        decode = sum(r[1] for r in self._rates) / span if span > 0 else 0.0
+        prefill = sum(r[2] for r in self._rates) / span if span > 0 else 0.0
+        return EngineStats(
+            sequences=tuple(sequences),
+            n_ctx=self.n_ctx,
+            n_ctx_per_sequence=self.n_ctx_seq,
+            queue_depth=len(self._waiting),
+            active_requests=len(self._active),
+            prefix_hits=self._hits,
+            prefix_misses=self._misses,
+            tokens_reused=self._reused,
+            decode_tokens_per_second=decode,
+            prefill_tokens_per_second=prefill,
+            batch_fill=self._last_fill,
+            ticks=self._ticks,
+            completed_requests=self._completed,
+            scheduler_tick_us=1e6 * self._scheduler_seconds / self._ticks if self._ticks else 0.0,
+        )

@@ -1,0 +1,99 @@
+"""The engine's public face: ``Engine.load(plan) -> LoadedModel``.
+
+A LoadedModel wraps one executor thread. Everything it offers is safe to call from any
+thread: commands travel through the executor's queue, results come back as Qt signals
+(queued into the receiver's thread) and on each request's handle.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.executor import Executor, ExecutorState
+from engine.planner import LoadPlan
+from engine.requests import ChatRequest, EngineStats, RequestHandle
+
+
+class LoadedModel(QObject):
+    """A model being loaded, serving, or unloaded. Signals mirror the load phases."""
+
+    phase_started = Signal(object)  # LoadPhase
+    phase_progress = Signal(object, float)  # LoadPhase, 0..1
+    phase_finished = Signal(object, float)  # LoadPhase, seconds
+    ready = Signal()
+    load_failed = Signal(object)  # EngineError
+    unloaded = Signal()
+
+    def __init__(self, plan: LoadPlan, *, force: bool = False, queue_capacity: int = 32) -> None:
+        super().__init__()
+        self.plan = plan
+        self._executor = Executor(plan, force=force, queue_capacity=queue_capacity)
+        ex = self._executor
+        ex.phase_started.connect(self.phase_started)
+        ex.phase_progress.connect(self.phase_progress)
+        ex.phase_finished.connect(self.phase_finished)
+        ex.ready.connect(self.ready)
+        ex.load_failed.connect(self.load_failed)
+        ex.unloaded.connect(self.unloaded)
+
+    def start(self) -> LoadedModel:
+        self._executor.start()
+        return self
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def is_ready(self) -> bool:
+        return self._executor.state == ExecutorState.READY
+
+    @property
+    def state(self) -> str:
+        return self._executor.state
+
+    @property
+    def has_vision(self) -> bool:
+        """Whether requests may carry images (a projector was loaded)."""
+        return False
+
+    @property
+    def context_per_conversation(self) -> int:
+        return self._executor.n_ctx_seq or self.plan.params.n_ctx // max(1, self.plan.params.n_seq_max)
+
+    def wait_ready(self, timeout: float | None = None) -> LoadedModel:
+        """Block until loaded; raises the load's EngineError if it failed."""
+        self._executor.wait_ready(timeout)
+        return self
+
+    def cancel_load(self) -> None:
+        self._executor.cancel_load()
+
+    # -- requests -----------------------------------------------------------------------
+
+    def submit(self, request: ChatRequest) -> RequestHandle:
+        """Queue a reply; raises Overloaded (never blocks) when too many are waiting."""
+        return self._executor.submit(request)
+
+    def cancel(self, request_id: int) -> None:
+        self._executor.cancel(request_id)
+
+    def stats(self, timeout: float = 5.0) -> EngineStats:
+        return self._executor.stats(timeout)
+
+    def request_stats(self):  # -> concurrent.futures.Future[EngineStats]
+        """Non-blocking stats: a future answered between two batches."""
+        return self._executor.request_stats()
+
+    def unload(self, wait: bool = True) -> None:
+        """Stop serving, end every request, free every native allocation."""
+        self._executor.request_unload()
+        if wait:
+            self._executor.wait()
+
+
+class Engine:
+    """Entry point: plan with engine.planner, then ``Engine.load(plan)``."""
+
+    @staticmethod
+    def load(plan: LoadPlan, *, force: bool = False, queue_capacity: int = 32) -> LoadedModel:
+        """Start loading in the background; connect to the signals or ``wait_ready()``."""
+        return LoadedModel(plan, force=force, queue_capacity=queue_capacity).start()

@@ -1,0 +1,280 @@
+"""What callers hand the engine (ChatRequest) and what comes back (events, Completion)."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.chat import ChatMessage
+from engine.errors import EngineError
+
+
+class StopReason(enum.Enum):
+    STOP_TOKEN = "stop token"
+    STOP_STRING = "stop string"
+    LENGTH = "length"
+    CONTEXT_FULL = "context full"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request sampling. Temperature 0 is greedy (penalties still apply)."""
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    repeat_last_n: int = 64
+    seed: int | None = None  # None: a fresh seed per request
+
+    def validate(self) -> None:
+        if not 0.0 <= self.temperature <= 5.0:
+            raise InvalidChatRequest(f"Temperature must be between 0 and 5, not {self.temperature}.")
+        if self.top_k < 0:
+            raise InvalidChatRequest(f"Top-k must be 0 (off) or more, not {self.top_k}.")
+        if not 0.0 < self.top_p <= 1.0:
+            raise InvalidChatRequest(f"Top-p must be above 0 and at most 1, not {self.top_p}.")
+        if not 0.0 <= self.min_p < 1.0:
+            raise InvalidChatRequest(f"Min-p must be at least 0 and below 1, not {self.min_p}.")
+        if not 0.0 < self.repeat_penalty <= 10.0:
+            raise InvalidChatRequest(
+                f"Repeat penalty must be above 0 and at most 10, not {self.repeat_penalty}."
+            )
+        if self.repeat_last_n < 0:
+            raise InvalidChatRequest("Repeat window must not be negative.")
+
+
+GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+
+
+class InvalidChatRequest(EngineError):
+    """A request whose settings or content cannot be served."""
+
+
+class PromptTooLong(EngineError):
+    """The prompt does not fit the context of one conversation."""
+
+
+class DecodeFailed(EngineError):
+    """llama.cpp failed to evaluate a batch this request was in."""
+
+
+_request_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One reply to generate: from chat ``messages`` (rendered with the model's template)
+    or from a raw ``prompt`` text (base models, benchmarks)."""
+
+    messages: tuple[ChatMessage, ...] = ()
+    prompt: str | None = None
+    sampling: SamplingParams = SamplingParams()
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    cache: bool = True  # reuse and keep a cached prompt prefix
+    ignore_eos: bool = False  # benchmarks: keep generating through end-of-generation tokens
+    owner: str = ""  # who asked (a conversation id): shown in stats
+    request_id: int = field(default_factory=lambda: next(_request_ids))
+
+    def validate(self) -> None:
+        if not self.messages and self.prompt is None:
+            raise InvalidChatRequest("A request needs messages or a prompt.")
+        if self.max_tokens < 1:
+            raise InvalidChatRequest(f"Max tokens must be at least 1, not {self.max_tokens}.")
+        self.sampling.validate()
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds and tokens/s; ``ttft`` from submit to the first token."""
+
+    queued: float
+    ttft: float
+    prefill_seconds: float
+    decode_seconds: float
+    prefill_tokens_per_second: float
+    decode_tokens_per_second: float
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    stop_reason: StopReason
+    usage: Usage
+    timings: Timings
+    tokens: tuple[int, ...] = ()  # generated ids (end-of-generation token excluded)
+    drafted: int = 0
+    accepted: int = 0
+
+    @property
+    def reply_tokens(self) -> tuple[int, ...]:
+        """Ids that spell exactly ``text`` (for ChatMessage.tokens in the next turn);
+        empty when a stop string was cut out of the text."""
+        return () if self.stop_reason is StopReason.STOP_STRING else self.tokens
+
+
+# Events, as values (also delivered through the handle's Qt signals).
+
+
+@dataclass(frozen=True)
+class Queued:
+    position: int
+
+
+@dataclass(frozen=True)
+class Prefill:
+    completed: int
+    total: int
+    cached: int
+    images_done: int = 0
+    images_total: int = 0
+
+
+@dataclass(frozen=True)
+class Started:
+    pass
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Completed:
+    completion: Completion
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: EngineError
+
+
+Event = Queued | Prefill | Started | TextDelta | Completed | Failed
+
+
+class RequestHandle(QObject):
+    """A submitted request. Signals arrive queued in the thread that owns the handle;
+    ``events()``/``wait()`` serve code without a Qt event loop (CLI, benchmarks)."""
+
+    queued = Signal(int)
+    prefill = Signal(int, int, int)  # completed, total, cached
+    started = Signal()
+    delta = Signal(str)
+    completed = Signal(object)  # Completion
+    failed = Signal(object)  # EngineError
+
+    def __init__(self, request: ChatRequest, canceller: object | None = None) -> None:
+        super().__init__()
+        self.request = request
+        self._canceller = canceller
+        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._done = threading.Event()
+        self.completion: Completion | None = None
+        self.error: EngineError | None = None
+
+    @property
+    def request_id(self) -> int:
+        return self.request.request_id
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def cancel(self) -> None:
+        """Ask the engine to stop this request; it ends with reason "cancelled"."""
+        if self._canceller is not None and not self.done:
+            self._canceller(self.request_id)  # type: ignore[operator]
+
+    def wait(self, timeout: float | None = None) -> Completion:
+        """Block until the request ends; raise its error if it failed."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"request {self.request_id} did not finish in {timeout} s")
+        if self.error is not None:
+            raise self.error
+        assert self.completion is not None
+        return self.completion
+
+    def events(self, timeout: float | None = None) -> Iterator[Event]:
+        """Every event in order, until Completed or Failed."""
+        while True:
+            try:
+                event = self._events.get(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"request {self.request_id}: no event in {timeout} s") from None
+            yield event
+            if isinstance(event, (Completed, Failed)):
+                return
+
+    # Called by the executor thread only.
+    def _publish(self, event: Event) -> None:
+        if self._done.is_set():
+            return
+        if isinstance(event, Completed):
+            self.completion = event.completion
+        elif isinstance(event, Failed):
+            self.error = event.error
+        self._events.put(event)
+        if isinstance(event, Queued):
+            self.queued.emit(event.position)
+        elif isinstance(event, Prefill):
+            self.prefill.emit(event.completed, event.total, event.cached)
+        elif isinstance(event, Started):
+            self.started.emit()
+        elif isinstance(event, TextDelta):
+            self.delta.emit(event.text)
+        elif isinstance(event, Completed):
+            self._done.set()
+            self.completed.emit(event.completion)
+        else:
+            self._done.set()
+            self.failed.emit(event.error)
+
+
+@dataclass(frozen=True)
+class SequenceStats:
+    sequence_id: int
+    state: str  # "active", "reusable", "empty", "quarantined"
+    owner: str
+    cells_used: int
+    reusable_tokens: int
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    sequences: tuple[SequenceStats, ...]
+    n_ctx: int
+    n_ctx_per_sequence: int
+    queue_depth: int
+    active_requests: int
+    prefix_hits: int
+    prefix_misses: int
+    tokens_reused: int
+    decode_tokens_per_second: float  # over the last few seconds
+    prefill_tokens_per_second: float
+    batch_fill: float  # rows / n_batch of the last batch
+    ticks: int
+    completed_requests: int
+    scheduler_tick_us: float = 0.0  # mean time in the scheduler (plan, stage, commit) per batch
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+
+    @property
+    def cells_used(self) -> int:
+        return sum(s.cells_used for s in self.sequences)

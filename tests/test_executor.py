@@ -1,0 +1,398 @@
+"""The executor with tiny models: continuous batching, prefix reuse, events, failures."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+import engine.executor as executor_module
+from engine.chat import ChatMessage
+from engine.errors import Cancelled, EngineError, LoadFailed, Overloaded
+from engine.loaded_model import Engine, LoadedModel
+from engine.planner import LoadPhase
+from engine.requests import (
+    GREEDY,
+    ChatRequest,
+    Completed,
+    DecodeFailed,
+    Prefill,
+    PromptTooLong,
+    Queued,
+    SamplingParams,
+    Started,
+    StopReason,
+    TextDelta,
+)
+from tests.conftest import SCRIPT_TEXT, plan_for
+
+TIMEOUT = 60
+
+
+def load(path: Path, ctx: int = 1024, parallel: int = 4, **kwargs: object) -> LoadedModel:
+    return Engine.load(plan_for(path, ctx=ctx, parallel=parallel), **kwargs).wait_ready(TIMEOUT)  # type: ignore[arg-type]
+
+
+def chat(text: str, **kwargs: object) -> ChatRequest:
+    return ChatRequest(messages=(ChatMessage("user", text),), sampling=GREEDY, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def tiny(tiny_model: Path):
+    model = load(tiny_model)
+    yield model
+    model.unload()
+
+
+@pytest.fixture()
+def scripted(scripted_model: Path):
+    model = load(scripted_model)
+    yield model
+    model.unload()
+
+
+@pytest.fixture()
+def looping(looping_model: Path):
+    model = load(looping_model)
+    yield model
+    model.unload()
+
+
+def slow_down(model: LoadedModel, seconds: float) -> None:
+    """Make every decode take a while so tests can act in the middle of a request."""
+    executor = model._executor
+    original = executor._decode
+
+    def slow(batch):
+        time.sleep(seconds)
+        return original(batch)
+
+    executor._decode = slow  # type: ignore[method-assign]
+
+
+# -- batching and events -------------------------------------------------------------
+
+
+def test_eight_requests_on_four_sequences_complete_with_events_in_order(tiny: LoadedModel) -> None:
+    handles = [tiny.submit(chat(f"Story {i}: once upon a time", max_tokens=24 + i)) for i in range(8)]
+    for i, handle in enumerate(handles):
+        events = list(handle.events(timeout=TIMEOUT))
+        assert isinstance(events[0], Queued)
+        assert isinstance(events[-1], Completed)
+        kinds = [type(e) for e in events]
+        started = kinds.index(Started)
+        assert all(k is Prefill for k in kinds[1:started])
+        assert all(k is TextDelta for k in kinds[started + 1 : -1])
+        prefills = [e for e in events if isinstance(e, Prefill)]
+        assert [p.completed for p in prefills] == sorted(p.completed for p in prefills)
+        assert prefills[-1].completed == prefills[-1].total
+        completion = events[-1].completion
+        assert completion.stop_reason in (StopReason.LENGTH, StopReason.STOP_TOKEN, StopReason.STOP_STRING)
+        assert completion.usage.completion_tokens <= 24 + i
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == completion.text
+        assert completion.timings.ttft > 0
+    stats = tiny.stats()
+    assert stats.completed_requests == 8
+    assert stats.active_requests == 0
+    assert len(stats.sequences) == 4
+
+
+def test_scripted_model_says_exactly_its_script(scripted: LoadedModel) -> None:
+    completion = scripted.submit(chat("hello")).wait(TIMEOUT)
+    assert completion.text == SCRIPT_TEXT
+    assert completion.stop_reason is StopReason.STOP_TOKEN
+    assert completion.usage.completion_tokens == 9
+
+
+def test_multibyte_characters_are_never_split_across_deltas(
+    scripted: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(executor_module, "DELTA_INTERVAL", 0.0)  # one delta per token
+    handle = scripted.submit(chat("hello"))
+    deltas = [e.text for e in handle.events(timeout=TIMEOUT) if isinstance(e, TextDelta)]
+    assert deltas == ["é", " a", "b", "你", "c", "d"]
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [
+        (("b你",), "é a"),  # spans three tokens, starts mid-way through one of them
+        (("你c",), "é ab"),
+        (("é",), ""),  # at the very start
+        (("bx", "cd"), "é ab你"),  # a false start is released, the real one stops
+        (("zz",), SCRIPT_TEXT),
+    ],
+)
+def test_stop_strings_split_across_tokens(
+    scripted: LoadedModel, monkeypatch: pytest.MonkeyPatch, stop: tuple[str, ...], expected: str
+) -> None:
+    monkeypatch.setattr(executor_module, "DELTA_INTERVAL", 0.0)
+    handle = scripted.submit(chat("hello", stop=stop))
+    events = list(handle.events(timeout=TIMEOUT))
+    completion = events[-1].completion
+    assert completion.text == expected
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == expected
+    reason = StopReason.STOP_TOKEN if expected == SCRIPT_TEXT else StopReason.STOP_STRING
+    assert completion.stop_reason is reason
+
+
+def test_max_tokens_ends_with_length(scripted: LoadedModel) -> None:
+    completion = scripted.submit(chat("hello", max_tokens=3)).wait(TIMEOUT)
+    assert completion.text == "é a"
+    assert completion.stop_reason is StopReason.LENGTH
+    assert completion.usage.completion_tokens == 3
+
+
+def test_deltas_are_coalesced_to_about_30_a_second(looping: LoadedModel) -> None:
+    handle = looping.submit(chat("go", max_tokens=400))
+    stamps = []
+    for event in handle.events(timeout=TIMEOUT):
+        if isinstance(event, TextDelta):
+            stamps.append(time.perf_counter())
+    completion = handle.wait(TIMEOUT)
+    assert completion.usage.completion_tokens == 400
+    duration = max(stamps[-1] - stamps[0], 1e-3)
+    assert len(stamps) <= 2 + duration * 30 * 1.5
+
+
+# -- context limits ---------------------------------------------------------------------
+
+
+def test_context_full_ends_the_request_instead_of_failing(looping_model: Path) -> None:
+    model = load(looping_model, ctx=256, parallel=1)
+    try:
+        completion = model.submit(chat("go", max_tokens=10_000)).wait(TIMEOUT)
+        assert completion.stop_reason is StopReason.CONTEXT_FULL
+        assert completion.usage.prompt_tokens + completion.usage.completion_tokens == 257
+        # The engine keeps serving afterwards.
+        assert model.submit(chat("again", max_tokens=4)).wait(TIMEOUT).usage.completion_tokens == 4
+    finally:
+        model.unload()
+
+
+def test_prompt_longer_than_the_context_fails_with_a_human_message(tiny_model: Path) -> None:
+    model = load(tiny_model, ctx=256, parallel=1)
+    try:
+        handle = model.submit(chat("word " * 400))
+        with pytest.raises(PromptTooLong, match="per conversation"):
+            handle.wait(TIMEOUT)
+        assert model.submit(chat("short", max_tokens=2)).wait(TIMEOUT).usage.completion_tokens <= 2
+    finally:
+        model.unload()
+
+
+# -- prefix reuse ------------------------------------------------------------------------
+
+
+def test_prefix_reuse_when_prompts_share_a_prefix(tiny: LoadedModel) -> None:
+    first = tiny.submit(chat("The quick brown fox jumps over the lazy dog", max_tokens=8)).wait(TIMEOUT)
+    assert first.usage.cached_tokens == 0
+    again = tiny.submit(chat("The quick brown fox jumps over the lazy dog", max_tokens=8)).wait(TIMEOUT)
+    # Everything but the last prompt token, which is decoded again for its logits.
+    assert again.usage.cached_tokens == again.usage.prompt_tokens - 1
+    stats = tiny.stats()
+    assert stats.prefix_hits >= 1
+    assert stats.tokens_reused >= again.usage.cached_tokens
+
+
+def test_no_reuse_when_prompts_share_nothing(tiny: LoadedModel) -> None:
+    tiny.submit(ChatRequest(prompt="xyz xyz xyz xyz", sampling=GREEDY, max_tokens=4)).wait(TIMEOUT)
+    other = tiny.submit(ChatRequest(prompt="qqq rrr sss", sampling=GREEDY, max_tokens=4)).wait(TIMEOUT)
+    # Both start with BOS only; "qqq" differs right after it.
+    assert other.usage.cached_tokens <= 1
+
+
+def test_reply_is_kept_as_reusable_prefix_for_the_next_turn(scripted: LoadedModel) -> None:
+    turn1 = chat("hello")
+    reply = scripted.submit(turn1).wait(TIMEOUT)
+    turn2 = ChatRequest(
+        messages=(
+            ChatMessage("user", "hello"),
+            ChatMessage("assistant", reply.text, tokens=reply.reply_tokens),
+            ChatMessage("user", "and now?"),
+        ),
+        sampling=GREEDY,
+    )
+    completion = scripted.submit(turn2).wait(TIMEOUT)
+    # The whole first turn, prompt and reply, came from cache.
+    assert completion.usage.cached_tokens >= reply.usage.prompt_tokens + reply.usage.completion_tokens
+    # Re-tokenizing the reply's text instead would not match ("c" "d" becomes "cd").
+    retokenized = ChatRequest(
+        messages=(
+            ChatMessage("user", "hello"),
+            ChatMessage("assistant", reply.text),
+            ChatMessage("user", "?"),
+        ),
+        sampling=GREEDY,
+        cache=False,
+    )
+    assert scripted.submit(retokenized).wait(TIMEOUT).usage.prompt_tokens < completion.usage.prompt_tokens
+
+
+def test_request_without_cache_does_not_reuse(tiny: LoadedModel) -> None:
+    tiny.submit(chat("cache me please", max_tokens=4)).wait(TIMEOUT)
+    completion = tiny.submit(chat("cache me please", max_tokens=4, cache=False)).wait(TIMEOUT)
+    assert completion.usage.cached_tokens == 0
+
+
+# -- cancellation, overload, failures -------------------------------------------------------
+
+
+def test_cancel_during_prefill(tiny_model: Path) -> None:
+    model = load(tiny_model, ctx=4096, parallel=1)
+    try:
+        slow_down(model, 0.05)
+        handle = model.submit(chat("word " * 1500, max_tokens=4))
+        for event in handle.events(timeout=TIMEOUT):
+            if isinstance(event, Prefill) and 0 < event.completed < event.total:
+                handle.cancel()
+            if isinstance(event, Completed):
+                assert event.completion.stop_reason is StopReason.CANCELLED
+                assert event.completion.usage.completion_tokens == 0
+        assert model.stats().active_requests == 0
+    finally:
+        model.unload()
+
+
+def test_cancel_during_decode_leaves_other_requests_alone(looping: LoadedModel) -> None:
+    slow_down(looping, 0.005)
+    victim = looping.submit(chat("go on", max_tokens=5000))
+    bystander = looping.submit(chat("go on too", max_tokens=40))
+    for event in victim.events(timeout=TIMEOUT):
+        if isinstance(event, TextDelta):
+            victim.cancel()
+    cancelled = victim.wait(TIMEOUT)
+    assert cancelled.stop_reason is StopReason.CANCELLED
+    assert 0 < cancelled.usage.completion_tokens < 5000
+    done = bystander.wait(TIMEOUT)
+    assert done.stop_reason is StopReason.LENGTH
+    assert done.usage.completion_tokens == 40
+
+
+def test_requests_beyond_the_queue_are_refused_as_overloaded(tiny_model: Path) -> None:
+    model = Engine.load(plan_for(tiny_model, ctx=512, parallel=1), queue_capacity=2).wait_ready(TIMEOUT)
+    try:
+        slow_down(model, 0.02)
+        handles = [model.submit(chat("busy", max_tokens=20)) for _ in range(3)]
+        with pytest.raises(Overloaded, match="busy"):
+            model.submit(chat("one too many"))
+        for handle in handles:
+            handle.wait(TIMEOUT)
+        model.submit(chat("room again", max_tokens=2)).wait(TIMEOUT)
+    finally:
+        model.unload()
+
+
+def test_decode_failure_fails_only_that_batch_and_the_engine_keeps_serving(tiny: LoadedModel) -> None:
+    executor = tiny._executor
+    original = executor._decode
+    failures = iter([-1])
+
+    def failing_once(batch):
+        rc = next(failures, None)
+        return rc if rc is not None else original(batch)
+
+    executor._decode = failing_once  # type: ignore[method-assign]
+    broken = tiny.submit(chat("this batch breaks", max_tokens=4))
+    with pytest.raises(DecodeFailed, match="failed to evaluate"):
+        broken.wait(TIMEOUT)
+    after = tiny.submit(chat("a request after the failure", max_tokens=4)).wait(TIMEOUT)
+    assert after.usage.completion_tokens == 4
+    assert after.usage.cached_tokens == 0  # the reset dropped every cached prefix
+
+
+def test_invalid_sampling_is_refused_before_queueing(tiny: LoadedModel) -> None:
+    with pytest.raises(EngineError, match="Temperature"):
+        tiny.submit(ChatRequest(prompt="x", sampling=SamplingParams(temperature=-1)))
+
+
+def test_sampling_with_a_seed_is_reproducible(tiny: LoadedModel) -> None:
+    params = SamplingParams(temperature=1.0, seed=1234)
+    a = tiny.submit(ChatRequest(prompt="seeded", sampling=params, max_tokens=16, cache=False)).wait(TIMEOUT)
+    b = tiny.submit(ChatRequest(prompt="seeded", sampling=params, max_tokens=16, cache=False)).wait(TIMEOUT)
+    assert a.tokens == b.tokens
+
+
+def test_stats_show_who_holds_which_sequence(looping: LoadedModel) -> None:
+    slow_down(looping, 0.01)
+    handle = looping.submit(ChatRequest(prompt="owned", sampling=GREEDY, max_tokens=200, owner="chat-7"))
+    for event in handle.events(timeout=TIMEOUT):
+        if isinstance(event, TextDelta):
+            break
+    stats = looping.stats()
+    owners = {s.owner: s for s in stats.sequences if s.state == "active"}
+    assert "chat-7" in owners and owners["chat-7"].cells_used > 0
+    handle.cancel()
+    handle.wait(TIMEOUT)
+
+
+# -- loading --------------------------------------------------------------------------------
+
+
+def test_load_reports_each_phase_in_order(qtbot, tiny_model: Path) -> None:
+    model = LoadedModel(plan_for(tiny_model))
+    started: list[LoadPhase] = []
+    finished: list[tuple[LoadPhase, float]] = []
+    model.phase_started.connect(started.append)
+    model.phase_finished.connect(lambda phase, seconds: finished.append((phase, seconds)))
+    with qtbot.waitSignal(model.ready, timeout=TIMEOUT * 1000):
+        model.start()
+    qtbot.waitUntil(lambda: len(finished) == len(model.plan.phases))
+    assert started == list(model.plan.phases)
+    assert [p for p, _ in finished] == list(model.plan.phases)
+    assert all(seconds >= 0 for _, seconds in finished)
+    model.unload()
+
+
+def test_a_failed_load_reports_a_typed_error(tmp_path: Path, tiny_model: Path) -> None:
+    copy = tmp_path / "soon-broken.gguf"
+    copy.write_bytes(tiny_model.read_bytes())
+    plan = plan_for(copy)
+    copy.write_bytes(b"not a gguf any more")
+    with pytest.raises(EngineError) as info:
+        Engine.load(plan).wait_ready(TIMEOUT)
+    assert info.value.message
+
+
+def test_cancelled_load(tiny_model: Path) -> None:
+    model = LoadedModel(plan_for(tiny_model))
+    model.cancel_load()
+    model.start()
+    with pytest.raises(Cancelled):
+        model.wait_ready(TIMEOUT)
+    with pytest.raises(LoadFailed):
+        model.submit(chat("nobody home"))
+
+
+def test_unloading_ends_waiting_requests(looping_model: Path) -> None:
+    model = load(looping_model, parallel=1)
+    slow_down(model, 0.01)
+    handles = [model.submit(chat("long", max_tokens=10_000)) for _ in range(3)]
+    model.unload()
+    for handle in handles:
+        with pytest.raises(Cancelled):
+            handle.wait(TIMEOUT)
+
+
+def test_load_and_unload_twenty_times_returns_memory(tiny_model: Path) -> None:
+    process = psutil.Process(os.getpid())
+
+    def cycle() -> None:
+        model = load(tiny_model)
+        model.submit(chat("hi", max_tokens=4)).wait(TIMEOUT)
+        model.unload()
+
+    cycle()  # first-use allocations (backend, thread pools) happen once
+    gc.collect()
+    before = process.memory_info().rss
+    for _ in range(20):
+        cycle()
+    gc.collect()
+    after = process.memory_info().rss
+    assert after - before < 16 * 1024 * 1024, f"RSS grew by {(after - before) / 2**20:.1f} MiB"
+    assert threading.active_count() < 10
