@@ -24,7 +24,6 @@ import contextlib
 import enum
 import functools
 import importlib.util
-import os
 import re
 import stat
 import struct
@@ -1185,21 +1184,11 @@ def _ggml_type_name(ggml_type: int) -> str:
         return f"type {ggml_type}"
 
 
-def file_identity(path: Path | str) -> tuple[int, int] | None:
-    """(size, mtime_ns) of ``path``, or None when it cannot be stat'ed; a cache key."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
-
-
 __all__ = [
     "InvalidModelFile",
     "ModelInfo",
     "ModelKind",
     "ProjectorInfo",
-    "file_identity",
     "inspect",
     "inspect_model",
     "inspect_projector",

@@ -104,6 +104,11 @@ def ensure_backend() -> bool:
         if llama is None:
             return False
         llama.llama_backend_init()
+        # Route native logs through Python logging before anything else is printed
+        # (llama-cpp-python's own callback writes every level to stderr).
+        from engine.llama_log import get_router
+
+        get_router()
         _backend_ready = True
         return True
 
