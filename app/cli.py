@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run local GGUF language models. With no command, opens the Hearth window.",
     )
     _add_path_options(parser)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("inspect", help="describe a GGUF file (model or projector)")
@@ -39,6 +40,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector to load with it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+    p = sub.add_parser("chat", help="load a model and stream one reply to stdout")
+    p.add_argument("model", type=Path)
+    p.add_argument("prompt", help="what to say (the user message)")
+    p.add_argument("--system", default=None, help="system prompt")
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--temp", type=float, default=0.8, help="temperature (0 = greedy)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--repeat-penalty", type=float, default=1.1)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--ctx", type=int, default=4096, help="context for the conversation (tokens)")
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object at the end instead of streaming"
+    )
+
+    p = sub.add_parser("bench", help="measure decode throughput and time to first token")
+    p.add_argument("model", type=Path)
+    p.add_argument("--streams", default="1,2,4,8", help="concurrent streams to measure, e.g. 1,2,4,8")
+    p.add_argument("--tokens", type=int, default=128, help="tokens generated per stream")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
     p = sub.add_parser("hardware", help="what this machine has")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -50,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_cli(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
     paths = resolve_paths(args.data_dir, args.models_dir)
     if args.command is None:
         from app.application import run_gui
@@ -59,6 +86,8 @@ def run_cli(argv: list[str]) -> int:
         "inspect": cmd_inspect,
         "plan": cmd_plan,
         "hardware": cmd_hardware,
+        "chat": cmd_chat,
+        "bench": cmd_bench,
         "setup-default-model": cmd_setup_default_model,
     }
     try:
@@ -68,6 +97,14 @@ def run_cli(argv: list[str]) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _configure_logging(verbose: bool) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(name)s: %(message)s")
+    # llama.cpp warns about things users cannot act on (e.g. full-size SWA caches).
+    logging.getLogger("hearth.llama").setLevel(logging.DEBUG if verbose else logging.ERROR)
 
 
 def _print_json(value: Any) -> None:
@@ -118,6 +155,87 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
         _print_json(plan)
     else:
         print("\n".join(describe_plan(plan)))
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
+    from engine.catalog import inspect_model
+    from engine.chat import ChatMessage
+    from engine.hardware import take_snapshot
+    from engine.loaded_model import Engine
+    from engine.planner import LoadRequest, plan_load
+    from engine.requests import ChatRequest, Completed, SamplingParams, TextDelta
+
+    sampling = SamplingParams(
+        temperature=args.temp,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        seed=args.seed,
+    )
+    messages = [ChatMessage("system", args.system)] if args.system else []
+    messages.append(ChatMessage("user", args.prompt))
+    request = ChatRequest(
+        messages=tuple(messages), sampling=sampling, max_tokens=args.max_tokens, stop=tuple(args.stop)
+    )
+    request.validate()
+    plan = plan_load(
+        inspect_model(args.model), take_snapshot(), LoadRequest(context_per_conversation=args.ctx, parallel=1)
+    )
+    model = Engine.load(plan).wait_ready()
+    try:
+        handle = model.submit(request)
+        try:
+            for event in handle.events():
+                if isinstance(event, TextDelta) and not args.json:
+                    sys.stdout.write(event.text)
+                    sys.stdout.flush()
+                elif isinstance(event, Completed) and not args.json:
+                    sys.stdout.write("\n")
+        except KeyboardInterrupt:
+            handle.cancel()
+        completion = handle.wait()
+    finally:
+        model.unload()
+    if args.json:
+        _print_json(completion)
+    else:
+        t = completion.timings
+        print(
+            f"[{completion.stop_reason.value} · {completion.usage.completion_tokens} tokens · "
+            f"{t.decode_tokens_per_second:.1f} tok/s · first token {t.ttft * 1000:.0f} ms]",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:
+    from engine.benchmark import run_engine_benchmarks
+
+    streams = tuple(_parse_int(s, "--streams") for s in args.streams.split(",") if s.strip())
+    results = run_engine_benchmarks(args.model, streams, args.tokens, args.threads, args.repeats)
+    if args.json:
+        _print_json(results)
+        return 0
+    tokens = results["tokens_per_stream"]
+    print(f"{results['model']} · {results['threads']} threads · {tokens} tokens per stream")
+    for row in results["streams"]:
+        print(
+            f"  {row['streams']} stream(s): Hearth {row['hearth_tps']:.1f} tok/s, "
+            f"bare llama_decode {row['bare_tps']:.1f} tok/s ({row['ratio']:.2f}x)"
+        )
+    if "llama_cpp_python_tps" in results:
+        print(
+            f"  llama-cpp-python Llama: {results['llama_cpp_python_tps']:.1f} tok/s "
+            f"(Hearth {results['hearth_vs_llama_cpp_python']:.2f}x)"
+        )
+    ttft = results["ttft_turn_two"]
+    print(
+        f"  turn 2 after {ttft['history_tokens']} tokens: first token {ttft['cached_ttft_s'] * 1000:.0f} ms "
+        f"cached vs {ttft['cold_ttft_s'] * 1000:.0f} ms cold ({ttft['ratio']:.2f}x)"
+    )
+    print(f"  scheduler: {results['scheduler_tick_us']:.1f} µs per batch")
     return 0
 
 

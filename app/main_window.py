@@ -157,6 +157,8 @@ class MainWindow(QMainWindow):
             self.model_panel.show_model(entry.info, projectors)
 
     def _on_scan_finished(self) -> None:
+        if self.library_panel.selected_entry() is None:
+            self.library_panel.select_first()
         counts = self.library.counts()
         self.status_label.setText(
             f"{counts.models} models · {counts.projectors} projectors"

@@ -34,7 +34,10 @@ def main() -> None:
     args = parser.parse_args()
     streams = tuple(int(s) for s in args.streams.split(","))
     results = run_engine_benchmarks(gemma_path(), streams, args.tokens, repeats=args.repeats)
-    results["machine"] = {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()}
+    results["machine"] = {
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))

@@ -396,3 +396,14 @@ def test_load_and_unload_twenty_times_returns_memory(tiny_model: Path) -> None:
     after = process.memory_info().rss
     assert after - before < 16 * 1024 * 1024, f"RSS grew by {(after - before) / 2**20:.1f} MiB"
     assert threading.active_count() < 10
+
+
+def test_an_idle_engine_does_not_spin_the_cpu(tiny: LoadedModel) -> None:
+    tiny.submit(chat("warm up", max_tokens=2)).wait(TIMEOUT)
+    time.sleep(0.3)  # let OpenMP's worker threads stop spinning after the last decode
+    process = psutil.Process(os.getpid())
+    before = process.cpu_times()
+    time.sleep(1.0)
+    after = process.cpu_times()
+    busy = (after.user - before.user) + (after.system - before.system)
+    assert busy < 0.1, f"{busy:.2f} s of CPU in 1 s of idling"

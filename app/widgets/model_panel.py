@@ -137,6 +137,12 @@ class ModelPanel(QWidget):
 
     def set_hardware(self, hardware: HardwareSnapshot) -> None:
         self._hardware = hardware
+        self.gpu_spin.setEnabled(hardware.has_usable_gpu)
+        self.gpu_spin.setToolTip(
+            "Layers to put on the GPU; auto puts as many as fit."
+            if hardware.has_usable_gpu
+            else (hardware.offload_note or "No usable GPU: every layer runs on the CPU.")
+        )
         self._replan()
 
     def show_model(self, info: ModelInfo | None, projectors: tuple[ModelInfo, ...] = ()) -> None:

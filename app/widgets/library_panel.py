@@ -1,0 +1,194 @@
+"""The model library: models with their projectors beneath them, unusable files with why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QAction, QBrush, QColor, QKeySequence, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.library_controller import LibraryController
+from engine.library import LibraryEntry
+from engine.units import format_bytes
+
+ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1
+PATH_ROLE = Qt.ItemDataRole.UserRole + 2
+COLUMNS = ("Model", "Size", "Quant", "On disk")
+INVALID_COLOR = QColor("#d62728")
+
+
+class LibraryPanel(QWidget):
+    selection_changed = Signal(object)  # LibraryEntry | None
+
+    def __init__(self, controller: LibraryController, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.heading = QLabel("Library")
+        font = self.heading.font()
+        font.setBold(True)
+        self.heading.setFont(font)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Filter models…")
+        self.search.setClearButtonEnabled(True)
+        self.model = QStandardItemModel(0, len(COLUMNS), self)
+        self.model.setHorizontalHeaderLabels(list(COLUMNS))
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.proxy.setRecursiveFilteringEnabled(True)
+        self.proxy.setFilterKeyColumn(-1)
+        self.tree = QTreeView()
+        self.tree.setModel(self.proxy)
+        self.tree.setRootIsDecorated(True)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.tree.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.empty_label = QLabel(
+            "<b>No models yet.</b><br>Drop <code>.gguf</code> files or folders anywhere on this window, "
+            "or use <i>Add models…</i> (Ctrl+O).<br><br>GGUF models are published on Hugging Face "
+            "(search for “GGUF”); small ones such as Gemma 3 270M or Qwen 2.5 0.5B run on any laptop."
+        )
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setTextFormat(Qt.TextFormat.RichText)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.empty_label.setContentsMargins(6, 12, 6, 6)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 0)
+        layout.addWidget(self.heading)
+        layout.addWidget(self.search)
+        layout.addWidget(self.tree, 1)
+        layout.addWidget(self.empty_label, 1)
+
+        self.remove_action = QAction("Remove from library", self)
+        self.remove_action.setShortcut(QKeySequence.StandardKey.Delete)
+        self.remove_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.remove_action.setToolTip("Forget this file; it stays on disk")
+        self.remove_action.triggered.connect(self.remove_selected)
+        self.copy_path_action = QAction("Copy path", self)
+        self.copy_path_action.triggered.connect(self._copy_path)
+        self.tree.addAction(self.remove_action)
+
+        self.search.textChanged.connect(self.proxy.setFilterFixedString)
+        self.tree.selectionModel().currentChanged.connect(self._on_current)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        controller.entries_changed.connect(self.set_entries)
+        controller.select_requested.connect(self.select_path)
+        self.set_entries(controller.entries())
+
+    # -- content ------------------------------------------------------------------------
+
+    def set_entries(self, entries: tuple[LibraryEntry, ...]) -> None:
+        selected = self.selected_path()
+        by_path = {e.path: e for e in entries}
+        paired = {p for e in entries if e.ok and not e.is_projector for p in e.projectors}
+        self.model.removeRows(0, self.model.rowCount())
+        models = sorted(
+            (e for e in entries if not (e.is_projector and e.path in paired)),
+            key=lambda e: (not e.ok, e.is_projector, e.display_name.lower()),
+        )
+        for entry in models:
+            row = self._row(entry)
+            for projector_path in entry.projectors if not entry.is_projector else ():
+                projector = by_path.get(projector_path)
+                if projector is not None:
+                    row[0].appendRow(self._row(projector, child=True))
+            self.model.appendRow(row)
+        self.tree.expandAll()
+        self.empty_label.setVisible(not entries)
+        self.tree.setVisible(bool(entries))
+        if selected is not None:
+            self.select_path(selected)
+
+    def _row(self, entry: LibraryEntry, child: bool = False) -> list[QStandardItem]:
+        info = entry.info
+        if info is None:
+            name = QStandardItem(f"{entry.path.name} — {entry.error or 'unusable'}")
+            cells = [name, QStandardItem(""), QStandardItem(""), QStandardItem(format_bytes(entry.size))]
+            for cell in cells:
+                cell.setForeground(QBrush(INVALID_COLOR))
+            name.setToolTip(f"Hearth cannot use this file: {entry.error}\n{entry.path}")
+        else:
+            label = entry.display_name
+            if entry.is_projector:
+                label = ("vision projector: " if child else "vision projector (no matching model): ") + label
+            name = QStandardItem(label)
+            name.setToolTip(str(entry.path))
+            cells = [
+                name,
+                QStandardItem(info.size_label or ""),
+                QStandardItem(info.file_type),
+                QStandardItem(format_bytes(entry.size or info.file_size)),
+            ]
+        for cell in cells:
+            cell.setData(entry, ENTRY_ROLE)
+            cell.setData(str(entry.path), PATH_ROLE)
+        return cells
+
+    # -- selection ---------------------------------------------------------------------
+
+    def selected_entry(self) -> LibraryEntry | None:
+        index = self.tree.currentIndex()
+        return index.data(ENTRY_ROLE) if index.isValid() else None
+
+    def selected_path(self) -> Path | None:
+        entry = self.selected_entry()
+        return entry.path if entry is not None else None
+
+    def select_path(self, path: Path) -> None:
+        matches = self.model.match(
+            self.model.index(0, 0),
+            PATH_ROLE,
+            str(path),
+            1,
+            Qt.MatchFlag.MatchExactly | Qt.MatchFlag.MatchRecursive,
+        )
+        if matches:
+            index = self.proxy.mapFromSource(matches[0])
+            self.tree.setCurrentIndex(index)
+            self.tree.scrollTo(index)
+
+    def select_first(self) -> None:
+        if self.proxy.rowCount():
+            self.tree.setCurrentIndex(self.proxy.index(0, 0))
+
+    def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        self.selection_changed.emit(current.data(ENTRY_ROLE) if current.isValid() else None)
+
+    # -- actions ---------------------------------------------------------------------
+
+    def remove_selected(self) -> None:
+        path = self.selected_path()
+        if path is not None:
+            self.controller.remove(path)
+
+    def _copy_path(self) -> None:
+        path = self.selected_path()
+        if path is not None:
+            QApplication.clipboard().setText(str(path))
+
+    def _context_menu(self, position) -> None:
+        if self.selected_entry() is None:
+            return
+        menu = QMenu(self)
+        menu.addAction(self.remove_action)
+        menu.addAction(self.copy_path_action)
+        menu.exec(self.tree.viewport().mapToGlobal(position))

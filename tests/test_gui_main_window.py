@@ -1,0 +1,196 @@
+"""The first window, driven through its real widgets (offscreen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QLabel, QPushButton
+
+from app.main_window import MainWindow
+from app.paths import resolve_paths
+from engine.hardware import HardwareSnapshot
+from engine.planner import Verdict
+
+
+@pytest.fixture()
+def hardware() -> HardwareSnapshot:
+    return HardwareSnapshot(
+        cpu_name="Test CPU",
+        physical_cores=4,
+        logical_cores=8,
+        simd=("AVX2",),
+        ram_total=16 * 2**30,
+        ram_available=12 * 2**30,
+        gpus=(),
+        gpu_status="No NVIDIA driver found (NVML is not available)",
+        driver_version=None,
+        gpu_offload_supported=False,
+        backend_devices=(),
+    )
+
+
+@pytest.fixture()
+def window(qtbot, tmp_path: Path, hardware: HardwareSnapshot):
+    paths = resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
+    win = MainWindow(paths, hardware=hardware)
+    qtbot.addWidget(win)
+    win.show()
+    win.start()
+    qtbot.waitUntil(lambda: not win.library.busy, timeout=10_000)
+    yield win
+    win.close()
+
+
+def drop(window: MainWindow, *paths: Path) -> QDropEvent:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    enter = QDragEnterEvent(
+        window.rect().center(),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    window.dragEnterEvent(enter)
+    assert enter.isAccepted()
+    event = QDropEvent(
+        QPointF(window.rect().center()),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    window.dropEvent(event)
+    return event
+
+
+def facts(window: MainWindow) -> dict[str, str]:
+    form = window.model_panel.facts_form
+    out = {}
+    for row in range(form.rowCount()):
+        label = form.itemAt(row, form.ItemRole.LabelRole).widget()
+        value = form.itemAt(row, form.ItemRole.FieldRole).widget()
+        if isinstance(label, QLabel) and isinstance(value, QLabel):
+            out[label.text()] = value.text()
+    return out
+
+
+def test_empty_library_explains_how_to_add_models(window: MainWindow) -> None:
+    assert window.library_panel.empty_label.isVisible()
+    assert "Drop" in window.library_panel.empty_label.text()
+    assert window.model_panel.title.text() == "Select a model"
+
+
+def test_dropping_a_model_adds_it_and_shows_metadata_and_plan(
+    qtbot, window: MainWindow, tiny_model: Path
+) -> None:
+    drop(window, tiny_model)
+    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
+    assert window.library_panel.selected_path() == tiny_model
+    shown = facts(window)
+    assert shown["Architecture"] == "llama"
+    assert shown["Layers"] == "2"
+    assert shown["Chat template"] == "yes"
+    plan = window.model_panel.plan()
+    assert plan.verdict is Verdict.FITS
+    assert "Fits" in window.model_panel.verdict_label.text()
+    assert window.model_panel.memory_bar.devices() == plan.memory
+
+
+def test_plan_follows_context_and_parallel_controls(qtbot, window: MainWindow, tiny_model: Path) -> None:
+    drop(window, tiny_model)
+    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
+    panel = window.model_panel
+    before = panel.plan()
+    panel.ctx_spin.setValue(2048)
+    panel.parallel_spin.setValue(4)
+    after = panel.plan()
+    assert after.params.n_ctx == 2048 * 4
+    assert after.params.n_seq_max == 4
+    kv = lambda plan: sum(d.kv_cache for d in plan.memory)  # noqa: E731
+    assert kv(after) > kv(before)
+
+
+def test_dropping_a_folder_lists_invalid_files_with_their_reason(
+    qtbot, window: MainWindow, tmp_path: Path, tiny_model: Path, tiny_projector: Path
+) -> None:
+    folder = tmp_path / "dropped"
+    (folder / "nested").mkdir(parents=True)
+    (folder / "nested" / "tiny-llama.gguf").write_bytes(tiny_model.read_bytes())
+    (folder / "nested" / "mmproj-tiny-llama.gguf").write_bytes(tiny_projector.read_bytes())
+    (folder / "notes.gguf").write_bytes(b"hello, not a model")
+    drop(window, folder)
+    qtbot.waitUntil(lambda: window.library.counts().models == 1, timeout=10_000)
+    counts = window.library.counts()
+    assert (counts.models, counts.projectors, counts.invalid) == (1, 1, 1)
+    texts = [
+        window.library_panel.model.item(r, 0).text() for r in range(window.library_panel.model.rowCount())
+    ]
+    assert any("notes.gguf" in t and "not a GGUF" in t for t in texts)
+    model_row = next(r for r, t in enumerate(texts) if t == "Tiny Llama")
+    projector = window.library_panel.model.item(model_row, 0).child(0, 0)
+    assert projector is not None and "vision projector" in projector.text()
+    assert "models" in window.status_label.text()
+
+
+def test_remove_from_library_keeps_the_file(
+    qtbot, window: MainWindow, tmp_path: Path, tiny_model: Path
+) -> None:
+    copy = tmp_path / "keep-me.gguf"
+    copy.write_bytes(tiny_model.read_bytes())
+    drop(window, copy)
+    qtbot.waitUntil(lambda: window.library_panel.selected_path() == copy, timeout=10_000)
+    window.library_panel.remove_action.trigger()
+    qtbot.waitUntil(lambda: window.library.counts().models == 0, timeout=10_000)
+    assert copy.exists()
+
+
+def test_library_is_remembered_across_restarts(
+    qtbot, tmp_path: Path, hardware: HardwareSnapshot, tiny_model: Path
+) -> None:
+    paths = resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
+    first = MainWindow(paths, hardware=hardware)
+    qtbot.addWidget(first)
+    first.start()
+    drop(first, tiny_model)
+    qtbot.waitUntil(lambda: first.library.counts().models == 1, timeout=10_000)
+    first.close()
+    second = MainWindow(paths, hardware=hardware)
+    qtbot.addWidget(second)
+    second.start()
+    qtbot.waitUntil(lambda: second.library.counts().models == 1, timeout=10_000)
+    second.close()
+
+
+def test_non_gguf_drops_are_refused(window: MainWindow, tmp_path: Path) -> None:
+    text = tmp_path / "readme.txt"
+    text.write_text("hi")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(text))])
+    enter = QDragEnterEvent(
+        window.rect().center(),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    enter.setAccepted(False)
+    window.dragEnterEvent(enter)
+    assert not enter.isAccepted()
+
+
+def test_does_not_fit_shows_a_one_click_fix(qtbot, window: MainWindow, gemma_path: Path) -> None:
+    drop(window, gemma_path)
+    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
+    panel = window.model_panel
+    panel.parallel_spin.setValue(64)
+    panel.ctx_spin.setValue(32768)
+    assert panel.plan().verdict is Verdict.DOES_NOT_FIT
+    assert "short by" in panel.verdict_label.text()
+    fixes = panel.suggestions_box.findChildren(QPushButton)
+    assert fixes, "a plan that does not fit offers fixes"
+    qtbot.mouseClick(fixes[0], Qt.MouseButton.LeftButton)
+    assert panel.plan().verdict is not Verdict.DOES_NOT_FIT
