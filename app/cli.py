@@ -68,8 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("hardware", help="what this machine has")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    p = sub.add_parser("setup-default-model", help="put the demo model (Gemma 3 270M) in the models folder")
-    _add_path_options(p)
+    sub.add_parser("setup-default-model", help="put the demo model (Gemma 3 270M) in the models folder")
     return parser
 
 

@@ -1,0 +1,117 @@
+"""`hearth` on the command line: the same objects as the window, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import run_cli
+from tests.conftest import SCRIPT_TEXT
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = run_cli(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_inspect_text(capsys, tiny_model: Path) -> None:
+    code, out, _ = run(capsys, "inspect", str(tiny_model))
+    assert code == 0
+    assert "Architecture:" in out and "llama" in out
+    assert "Chat template:" in out
+
+
+def test_inspect_json(capsys, tiny_projector: Path) -> None:
+    code, out, _ = run(capsys, "inspect", str(tiny_projector), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["kind"] == "projector"
+    assert data["projector"]["projection_dim"] == 64
+
+
+def test_plan_text_and_json(capsys, tiny_model: Path) -> None:
+    code, out, _ = run(capsys, "plan", str(tiny_model), "--ctx", "2048", "--parallel", "4")
+    assert code == 0
+    assert "fits" in out.lower()
+    code, out, _ = run(capsys, "plan", str(tiny_model), "--ctx", "2048", "--parallel", "4", "--json")
+    plan = json.loads(out)
+    assert plan["params"]["n_ctx"] == 8192
+    assert plan["params"]["n_seq_max"] == 4
+    assert plan["verdict"] == "fits"
+    assert [p for p in plan["phases"]][:2] == ["validate", "weights"]
+
+
+def test_errors_go_to_stderr_with_a_nonzero_exit(capsys, tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"definitely not a model")
+    code, out, err = run(capsys, "inspect", str(bogus))
+    assert code == 2
+    assert out == ""
+    assert err.startswith("hearth: ") and "not a GGUF" in err
+    code, _, err = run(capsys, "plan", str(bogus))
+    assert code == 2
+
+
+def test_plan_refuses_a_projector_as_the_model(capsys, tiny_projector: Path) -> None:
+    code, _, err = run(capsys, "plan", str(tiny_projector))
+    assert code == 2
+    assert "projector" in err
+
+
+def test_hardware(capsys) -> None:
+    code, out, _ = run(capsys, "hardware")
+    assert code == 0
+    assert out.startswith("CPU:")
+    code, out, _ = run(capsys, "hardware", "--json")
+    assert json.loads(out)["logical_cores"] >= 1
+
+
+def test_chat_streams_the_reply(capsys, scripted_model: Path) -> None:
+    code, out, err = run(capsys, "chat", str(scripted_model), "hello", "--temp", "0", "--ctx", "512")
+    assert code == 0
+    assert out == SCRIPT_TEXT + "\n"
+    assert "stop token" in err
+
+
+def test_chat_json(capsys, scripted_model: Path) -> None:
+    code, out, _ = run(
+        capsys,
+        "chat",
+        str(scripted_model),
+        "hello",
+        "--temp",
+        "0",
+        "--max-tokens",
+        "3",
+        "--json",
+        "--ctx",
+        "512",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["text"] == "é a"
+    assert data["stop_reason"] == "length"
+    assert data["usage"]["completion_tokens"] == 3
+    assert data["timings"]["ttft"] > 0
+
+
+def test_chat_refuses_bad_settings(capsys, scripted_model: Path) -> None:
+    code, _, err = run(capsys, "chat", str(scripted_model), "hi", "--temp", "-1")
+    assert code == 2
+    assert "Temperature" in err
+
+
+def test_setup_default_model_is_idempotent(capsys, tmp_path: Path, gemma_path: Path) -> None:
+    models = tmp_path / "models"
+    code, out, _ = run(
+        capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model"
+    )
+    assert code == 0
+    target = models / gemma_path.name
+    assert target.stat().st_size == gemma_path.stat().st_size
+    mtime = target.stat().st_mtime_ns
+    run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
+    assert target.stat().st_mtime_ns == mtime  # not assembled twice
