@@ -106,7 +106,7 @@ def test_chat_refuses_bad_settings(capsys, scripted_model: Path) -> None:
 
 def test_setup_default_model_is_idempotent(capsys, tmp_path: Path, gemma_path: Path) -> None:
     models = tmp_path / "models"
-    code, out, _ = run(
+    code, _, _ = run(
         capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model"
     )
     assert code == 0
