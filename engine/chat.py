@@ -598,19 +598,32 @@ def tokenize_prompt(vocab: Any, prompt: RenderedPrompt) -> list[int]:
 _SPLICE = "\ue000hearth-reply-{}\ue001"  # private-use characters: no one types these
 
 
-def tokenize_conversation(
-    vocab: Any, template: ChatTemplate, messages: Sequence[ChatMessage]
-) -> tuple[list[int], RenderedPrompt]:
-    """Render and tokenize ``messages``, splicing in the token ids of earlier replies.
+@dataclass(frozen=True)
+class ConversationPieces:
+    """A rendered conversation cut around the replies whose token ids are known.
 
-    Each assistant message with ``tokens`` is rendered as a placeholder; the text around
-    the placeholders is tokenized piece by piece and the reply's own ids go in between.
-    Falls back to plain tokenization when a template does not keep a placeholder intact.
+    ``pieces[i]`` is rendered text, ``replies[i]`` the ids that go between ``pieces[i]``
+    and ``pieces[i + 1]``; there is always one more piece than replies.
+    """
+
+    rendered: RenderedPrompt
+    pieces: tuple[str, ...]
+    replies: tuple[tuple[int, ...], ...]
+
+
+def split_conversation(template: ChatTemplate, messages: Sequence[ChatMessage]) -> ConversationPieces:
+    """Render ``messages``, marking where earlier replies' exact token ids go.
+
+    Each assistant message with ``tokens`` is rendered as a placeholder, so the ids the
+    model generated can be spliced in instead of re-tokenizing the reply's text (which
+    may tokenize differently and break prefix reuse). When a template does not keep
+    the placeholders intact, the whole text is one piece.
     """
     rendered = template.render(messages)
     spliced = [i for i, m in enumerate(messages) if m.tokens and m.role is Role.ASSISTANT and not m.images]
+    whole = ConversationPieces(rendered, (rendered.text,), ())
     if not spliced:
-        return tokenize_prompt(vocab, rendered), rendered
+        return whole
     stand_ins = list(messages)
     for i in spliced:
         stand_ins[i] = ChatMessage(Role.ASSISTANT, _SPLICE.format(i))
@@ -618,19 +631,30 @@ def tokenize_conversation(
     markers = [_SPLICE.format(i) for i in spliced]
     positions = [text.find(marker) for marker in markers]
     if any(text.count(marker) != 1 for marker in markers) or positions != sorted(positions):
-        return tokenize_prompt(vocab, rendered), rendered
-    tokens: list[int] = []
+        return whole
+    pieces: list[str] = []
     cursor = 0
-    for index, marker, position in zip(spliced, markers, positions, strict=True):
-        piece = text[cursor:position]
-        if cursor == 0:
-            tokens += tokenize_prompt(vocab, RenderedPrompt(piece, (), "", rendered.adds_bos))
+    for marker, position in zip(markers, positions, strict=True):
+        pieces.append(text[cursor:position])
+        cursor = position + len(marker)
+    pieces.append(text[cursor:])
+    return ConversationPieces(rendered, tuple(pieces), tuple(messages[i].tokens for i in spliced))
+
+
+def tokenize_conversation(
+    vocab: Any, template: ChatTemplate, messages: Sequence[ChatMessage]
+) -> tuple[list[int], RenderedPrompt]:
+    """Render and tokenize a text-only conversation, splicing in earlier replies' ids."""
+    split = split_conversation(template, messages)
+    tokens: list[int] = []
+    for index, piece in enumerate(split.pieces):
+        if index == 0:
+            tokens += tokenize_prompt(vocab, RenderedPrompt(piece, (), "", split.rendered.adds_bos))
         else:
             tokens += tokenize(vocab, piece, add_special=False, parse_special=True)
-        tokens += messages[index].tokens
-        cursor = position + len(marker)
-    tokens += tokenize(vocab, text[cursor:], add_special=False, parse_special=True)
-    return tokens, rendered
+        if index < len(split.replies):
+            tokens += split.replies[index]
+    return tokens, split.rendered
 
 
 # --------------------------------------------------------------------------- streaming text
