@@ -1,0 +1,916 @@
+"""Hearth's chat history: conversations, messages, images and settings in SQLite.
+
+Plain Python and ``sqlite3``, no Qt: the GUI thread calls it directly (every write is one
+short transaction) and tests and crash helpers use it without a QApplication.
+
+Layout beside the database file (``AppPaths.database_file``)::
+
+    hearth.sqlite3            the database, WAL mode (plus -wal / -shm while open)
+    hearth.sqlite3.v1.bak     a copy taken before migrating a version-1 database
+    images/ab/abcdef....png   each image once, named by the sha256 of its bytes
+
+What the app does with it::
+
+    store = Store(paths.database_file)       # migrates (after a backup) or refuses a newer DB
+    store.mark_interrupted_replies()         # at startup: replies cut off by a crash
+    store.collect_garbage()                  # image files nothing refers to any more
+    reply = store.begin_reply(conversation.id)
+    store.update_reply(reply.id, text)       # while streaming, at most every 0.5 s: one UPDATE
+    store.finish_reply(reply.id, completion.text, MessageState.COMPLETE,
+                       completion.stop_reason, stats_from_completion(completion),
+                       completion.reply_tokens)
+
+The store expects one Hearth process per data directory: a second one starting up would
+mark the first one's streaming replies as interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import sys
+import time
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.chat import ChatMessage, Role
+from engine.errors import EngineError
+
+# --------------------------------------------------------------------------- errors
+
+
+class StoreError(EngineError):
+    """The chat history cannot be opened or changed; ``message`` says why, for the user."""
+
+
+class DatabaseTooNew(StoreError):
+    """The database was written by a newer Hearth. It is left exactly as it is."""
+
+    def __init__(self, path: Path, version: int, supported: int) -> None:
+        self.path = path
+        self.version = version
+        self.supported = supported
+        super().__init__(
+            f"The chat history at {path} was saved by a newer version of Hearth (format {version}, "
+            f"this version reads up to {supported}). Update Hearth to open it; it was not changed."
+        )
+
+
+class DatabaseUnreadable(StoreError):
+    """The file is not a SQLite database (or is damaged beyond what SQLite can read)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"The chat history at {path} cannot be read ({reason}); it was not changed.")
+
+
+class MigrationFailed(StoreError):
+    """Upgrading the schema failed; the database is still at its old version."""
+
+    def __init__(self, path: Path, version: int, reason: str, backup: Path | None) -> None:
+        self.path = path
+        self.version = version
+        self.backup = backup
+        copy = f" A copy is at {backup}." if backup else ""
+        super().__init__(
+            f"Could not upgrade the chat history at {path} from format {version} ({reason}). "
+            f"It was left unchanged.{copy}"
+        )
+
+
+class NotFound(StoreError):
+    """A conversation or message id that does not exist (any more)."""
+
+
+# --------------------------------------------------------------------------- rows
+
+
+class MessageState(enum.StrEnum):
+    COMPLETE = "complete"
+    STREAMING = "streaming"  # being generated now (or the app died while it was)
+    INTERRUPTED = "interrupted"  # found streaming at startup: the user can continue or regenerate
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image attached to a message. ``path`` is the content-addressed file; ``identity``
+    is the caller's id for it (defaults to ``sha256``)."""
+
+    sha256: str
+    identity: str
+    mime: str
+    size: int
+    path: Path
+
+    def read_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    created: float  # seconds since the epoch
+    updated: float  # last message activity: the side list is ordered by it
+    system_prompt: str | None
+    # JSON object (temperature, top_p, ...); not part of the hash so rows stay hashable.
+    sampling: dict[str, Any] = field(hash=False)
+    preset: str | None
+    model_hint: str | None
+    deleted_at: float | None
+
+    @property
+    def deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    conversation_id: int
+    position: int
+    role: Role
+    text: str
+    state: MessageState
+    stop_reason: str | None  # StopReason.value for replies
+    error: str | None  # the human message of a failed reply
+    stats: dict[str, Any] = field(hash=False)  # usage, timings, drafts...: JSON object
+    tokens: tuple[int, ...]  # a reply's exact ids, spliced into the next prompt; () if unknown
+    images: tuple[ImageRef, ...]
+    created: float
+    updated: float
+
+    def to_chat_message(self) -> ChatMessage:
+        return ChatMessage(self.role, self.text, self.images, self.tokens)
+
+
+# (bytes, mime) or (bytes, mime, identity)
+ImageInput = tuple[bytes, str] | tuple[bytes, str, str]
+
+
+def stats_from_completion(completion: Any) -> dict[str, Any]:
+    """The JSON-able stats of an ``engine.requests.Completion`` (duck-typed so this module
+    does not import Qt through engine.requests)."""
+    return {
+        "usage": dataclasses.asdict(completion.usage),
+        "timings": dataclasses.asdict(completion.timings),
+        "drafted": completion.drafted,
+        "accepted": completion.accepted,
+    }
+
+
+# --------------------------------------------------------------------------- schema
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _migrate_to_1(conn: sqlite3.Connection) -> None:
+    # One statement per execute(): executescript() would COMMIT the migration's transaction.
+    statements = (
+        """CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the GUI may still hold an old id
+            title TEXT NOT NULL,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            system_prompt TEXT,
+            sampling TEXT NOT NULL DEFAULT '{}',
+            preset TEXT,
+            model_hint TEXT,
+            deleted_at REAL
+        )""",
+        "CREATE INDEX conversations_by_updated ON conversations (updated DESC)",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+            text TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL
+                CHECK (state IN ('complete', 'streaming', 'interrupted', 'failed', 'cancelled')),
+            stop_reason TEXT,
+            error TEXT,
+            stats TEXT NOT NULL DEFAULT '{}',
+            tokens BLOB,  -- little-endian int32 array
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            UNIQUE (conversation_id, position)
+        )""",
+        # Startup looks for replies left streaming; the partial index keeps that instant.
+        "CREATE INDEX messages_streaming ON messages (state) WHERE state = 'streaming'",
+        """CREATE TABLE message_images (
+            message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            identity TEXT NOT NULL,
+            mime TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            file TEXT NOT NULL,  -- relative to images/, e.g. 'ab/abcdef....png'
+            PRIMARY KEY (message_id, position)
+        )""",
+        """CREATE TABLE settings (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL  -- JSON
+        )""",
+    )
+    for statement in statements:
+        conn.execute(statement)
+
+
+# Index i migrates version i to i + 1. Append only: a released migration never changes.
+MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# The full-text index is not part of the versioned schema: whether FTS5 (with the trigram
+# tokenizer, SQLite >= 3.34) exists depends on the SQLite build Python was linked with, and a
+# trigger that writes to an FTS5 table would make every message insert fail on a build
+# without it. So the index and its triggers are created (and filled) at open when the module
+# exists, and the triggers are dropped when it does not: triggers present <=> index in sync.
+_FTS_TRIGGERS = ("message_fts_insert", "message_fts_update", "message_fts_delete")
+_FTS_SETUP = (
+    # A regular (content-storing) table, not external-content: deleting by rowid is then
+    # always correct, whatever the messages row held when it was indexed.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS message_fts USING fts5 (text, tokenize = 'trigram')",
+    "DELETE FROM message_fts",
+    "INSERT INTO message_fts (rowid, text) SELECT id, text FROM messages WHERE state != 'streaming'",
+    # Streaming text is not indexed: update_reply stays one cheap UPDATE, and the finished
+    # (or interrupted) text is indexed once when the state changes.
+    """CREATE TRIGGER message_fts_insert AFTER INSERT ON messages
+        WHEN new.state != 'streaming' BEGIN
+            INSERT INTO message_fts (rowid, text) VALUES (new.id, new.text);
+        END""",
+    """CREATE TRIGGER message_fts_update AFTER UPDATE OF text, state ON messages
+        WHEN NOT (old.state = 'streaming' AND new.state = 'streaming') BEGIN
+            DELETE FROM message_fts WHERE rowid = old.id;
+            INSERT INTO message_fts (rowid, text) SELECT new.id, new.text WHERE new.state != 'streaming';
+        END""",
+    """CREATE TRIGGER message_fts_delete AFTER DELETE ON messages BEGIN
+            DELETE FROM message_fts WHERE rowid = old.id;
+        END""",
+)
+
+_fts_available: bool | None = None
+
+
+def fts_available() -> bool:
+    """Whether this SQLite build has FTS5 with the trigram tokenizer."""
+    global _fts_available
+    if _fts_available is None:
+        probe = sqlite3.connect(":memory:")
+        try:
+            probe.execute("CREATE VIRTUAL TABLE probe USING fts5 (x, tokenize = 'trigram')")
+            _fts_available = True
+        except sqlite3.Error:
+            _fts_available = False
+        finally:
+            probe.close()
+    return _fts_available
+
+
+# --------------------------------------------------------------------------- helpers
+
+assert array("i").itemsize == 4, "token blobs are int32"
+
+
+def _encode_tokens(tokens: Sequence[int]) -> bytes | None:
+    if not tokens:
+        return None
+    values = array("i", tokens)
+    if sys.byteorder == "big":  # the file format is little-endian everywhere
+        values.byteswap()
+    return values.tobytes()
+
+
+def _decode_tokens(blob: bytes | None) -> tuple[int, ...]:
+    if not blob:
+        return ()
+    values = array("i")
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return tuple(values)
+
+
+_MAGIC: tuple[tuple[bytes, int, str, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, ".png", "image/png"),
+    (b"\xff\xd8\xff", 0, ".jpg", "image/jpeg"),
+    (b"GIF87a", 0, ".gif", "image/gif"),
+    (b"GIF89a", 0, ".gif", "image/gif"),
+    (b"WEBP", 8, ".webp", "image/webp"),
+    (b"BM", 0, ".bmp", "image/bmp"),
+)
+_MIME_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "image/bmp": ".bmp",
+    "image/tiff": ".tiff",
+}
+
+
+def _sniff(data: bytes, mime: str) -> tuple[str, str]:
+    """(extension, mime). The bytes decide when they can, so the same bytes always get the
+    same file name whatever the caller called them."""
+    for magic, offset, extension, sniffed in _MAGIC:
+        if data[offset : offset + len(magic)] == magic:
+            return extension, mime or sniffed
+    return _MIME_EXTENSIONS.get(mime.lower(), ".bin"), mime or "application/octet-stream"
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes a rename durable across power loss. POSIX only: Windows cannot open a directory.
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fold(text: str | None) -> str | None:
+    return None if text is None else text.casefold()
+
+
+def _loads_object(text: str | None) -> dict[str, Any]:
+    value = json.loads(text) if text else {}
+    return value if isinstance(value, dict) else {}
+
+
+_CONVERSATION_COLUMNS = "id, title, created, updated, system_prompt, sampling, preset, model_hint, deleted_at"
+_MESSAGE_COLUMNS = (
+    "id, conversation_id, position, role, text, state, stop_reason, error, stats, tokens, created, updated"
+)
+_TMP_FILE_MAX_AGE = 600.0  # seconds: an image tmp file older than this is a crash leftover
+
+
+# --------------------------------------------------------------------------- store
+
+
+class Store:
+    """The chat history. Not thread-safe: use it from one thread (the GUI thread); sqlite3's
+    same-thread check is left on to catch mistakes."""
+
+    BUSY_TIMEOUT_MS = 5000
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path)
+        self.images_dir = self.path.parent / "images"
+        self.backup_path: Path | None = None  # the copy taken before migrating, if any
+        self._clock = clock
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+        # Autocommit (isolation_level=None): a lone statement commits by itself (update_reply),
+        # and every multi-statement write is an explicit BEGIN IMMEDIATE ... COMMIT.
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.BUSY_TIMEOUT_MS / 1000)
+        try:
+            # Read the version before changing anything (journal mode included): a newer
+            # database and a non-database file must be left byte for byte as they are.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as error:
+            conn.close()
+            raise DatabaseUnreadable(self.path, str(error)) from error
+        if version > len(migrations):
+            conn.close()
+            raise DatabaseTooNew(self.path, version, len(migrations))
+        self._conn = conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self.BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL: a commit appends to the WAL with write() and does not fsync, so a
+            # killed or crashed *process* loses nothing (the OS still has the pages and writes
+            # them), and the database is always consistent. A *power loss* can lose the last
+            # commits since the previous fsync (still consistent: WAL frames are checksummed).
+            # update_reply, the hot path, runs like that: streaming text is rewritten every
+            # half second anyway. Every other write is a user action or a finished reply and
+            # commits with FULL (see _transaction), whose WAL fsync also makes the earlier
+            # NORMAL commits durable; about a millisecond on an SSD, a few times a minute.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # WAL files keep their largest size after a checkpoint; cap what stays on disk.
+            conn.execute("PRAGMA journal_size_limit = 4194304")
+            conn.create_function("hearth_fold", 1, _fold, deterministic=True)
+            self._migrate(version, migrations)
+            self._fts = self._sync_search_index()
+        except BaseException:
+            conn.close()
+            raise
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        with suppress(sqlite3.Error):  # statistics only; closing matters more
+            self._conn.execute("PRAGMA optimize")
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return self._conn.execute("PRAGMA user_version").fetchone()[0]
+
+    @property
+    def journal_mode(self) -> str:
+        return self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+
+    @property
+    def search_uses_fts(self) -> bool:
+        return self._fts
+
+    @contextmanager
+    def _transaction(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front, so a busy database waits (busy_timeout)
+        # at BEGIN instead of failing halfway through the transaction.
+        if durable:
+            self._conn.execute("PRAGMA synchronous = FULL")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+        finally:
+            if durable:
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+
+    # ------------------------------------------------------------------ schema
+
+    def _has_schema(self) -> bool:
+        return self._conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] > 0
+
+    def _backup(self, version: int) -> Path:
+        """Copy the database with sqlite3's backup API (which includes what is still in the
+        WAL), to a temporary name first so a crash never leaves half a backup under the
+        real name."""
+        target = self.path.with_name(f"{self.path.name}.v{version}.bak")
+        partial = target.with_name(target.name + ".partial")
+        partial.unlink(missing_ok=True)
+        copy = sqlite3.connect(partial)
+        try:
+            self._conn.backup(copy)
+        finally:
+            copy.close()
+        with open(partial, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(partial, target)
+        _fsync_directory(target.parent)
+        return target
+
+    def _migrate(self, version: int, migrations: Sequence[Migration]) -> None:
+        if version >= len(migrations):
+            return
+        if version > 0 or self._has_schema():
+            self.backup_path = self._backup(version)
+        for target in range(version + 1, len(migrations) + 1):
+            try:
+                with self._transaction() as conn:
+                    # Another process may have migrated while this one waited for the lock.
+                    if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
+                        continue
+                    migrations[target - 1](conn)
+                    conn.execute(f"PRAGMA user_version = {target}")
+            except sqlite3.Error as error:
+                raise MigrationFailed(self.path, target - 1, str(error), self.backup_path) from error
+
+    def _sync_search_index(self) -> bool:
+        triggers = {
+            row[0]
+            for row in self._conn.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'message_fts_%'"
+            )
+        }
+        if not fts_available():
+            if triggers:
+                with self._transaction() as conn:
+                    for name in _FTS_TRIGGERS:
+                        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+            return False
+        if triggers != set(_FTS_TRIGGERS):
+            with self._transaction() as conn:
+                for name in _FTS_TRIGGERS:
+                    conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+                for statement in _FTS_SETUP:
+                    conn.execute(statement)
+        return True
+
+    # ------------------------------------------------------------------ conversations
+
+    def _conversation_from_row(self, row: Sequence[Any]) -> Conversation:
+        return Conversation(
+            id=row[0],
+            title=row[1],
+            created=row[2],
+            updated=row[3],
+            system_prompt=row[4],
+            sampling=_loads_object(row[5]),
+            preset=row[6],
+            model_hint=row[7],
+            deleted_at=row[8],
+        )
+
+    def create_conversation(
+        self,
+        title: str,
+        system_prompt: str | None = None,
+        sampling: Mapping[str, Any] | None = None,
+        *,
+        preset: str | None = None,
+        model_hint: str | None = None,
+    ) -> Conversation:
+        now = self._clock()
+        sampling_json = json.dumps(dict(sampling or {}))
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO conversations (title, created, updated, system_prompt, sampling, preset,"
+                " model_hint) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (title, now, now, system_prompt, sampling_json, preset, model_hint),
+            )
+            conversation_id = cursor.lastrowid
+        assert conversation_id is not None
+        return self.get_conversation(conversation_id)
+
+    def get_conversation(self, conversation_id: int) -> Conversation:
+        row = self._conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"Conversation {conversation_id} does not exist.")
+        return self._conversation_from_row(row)
+
+    def list_conversations(self, include_deleted: bool = False) -> list[Conversation]:
+        where = "" if include_deleted else "WHERE deleted_at IS NULL"
+        rows = self._conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations {where} ORDER BY updated DESC, id DESC"
+        )
+        return [self._conversation_from_row(row) for row in rows]
+
+    def _update_conversation(self, conversation_id: int, assignments: str, values: Sequence[Any]) -> None:
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                f"UPDATE conversations SET {assignments} WHERE id = ?", (*values, conversation_id)
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"Conversation {conversation_id} does not exist.")
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self._update_conversation(conversation_id, "title = ?", (title,))
+
+    def set_system_prompt(self, conversation_id: int, system_prompt: str | None) -> None:
+        self._update_conversation(conversation_id, "system_prompt = ?", (system_prompt,))
+
+    def set_sampling(
+        self, conversation_id: int, sampling: Mapping[str, Any], preset: str | None = None
+    ) -> None:
+        """Replace the sampling settings; ``preset`` names them when they came from one
+        (None: custom values)."""
+        self._update_conversation(
+            conversation_id, "sampling = ?, preset = ?", (json.dumps(dict(sampling)), preset)
+        )
+
+    def set_model_hint(self, conversation_id: int, model_hint: str | None) -> None:
+        self._update_conversation(conversation_id, "model_hint = ?", (model_hint,))
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Soft delete: hidden from lists and search until ``undo_delete`` or ``purge_deleted``."""
+        self._update_conversation(conversation_id, "deleted_at = ?", (self._clock(),))
+
+    def undo_delete(self, conversation_id: int) -> None:
+        self._update_conversation(conversation_id, "deleted_at = NULL", ())
+
+    def purge_deleted(self, older_than: float = 0.0) -> int:
+        """Delete for good the conversations deleted at least ``older_than`` seconds ago
+        (their messages and image rows go with them), then remove image files nothing
+        refers to any more. Returns how many conversations were purged."""
+        cutoff = self._clock() - older_than
+        with self._transaction() as conn:
+            purged = conn.execute(
+                "DELETE FROM conversations WHERE deleted_at IS NOT NULL AND deleted_at <= ?", (cutoff,)
+            ).rowcount
+        if purged:
+            self.collect_garbage()
+        return purged
+
+    def search(self, query: str) -> list[Conversation]:
+        """Conversations (not deleted) whose title or any message text contains ``query``,
+        case-insensitively (a substring: "ödi" finds "Schrödinger"), most recently updated
+        first."""
+        needle = query.strip()
+        if not needle:
+            return self.list_conversations()
+        folded = needle.casefold()
+        # The trigram index needs 3 characters; shorter queries (and builds without FTS5)
+        # scan, which is fine for one or two characters typed into a search box.
+        if self._fts and len(needle) >= 3:
+            # Streaming replies are not in the index; the partial index on state finds the
+            # few there are, and they are scanned.
+            content = (
+                "SELECT m.conversation_id FROM message_fts f JOIN messages m ON m.id = f.rowid"
+                " WHERE message_fts MATCH ?"
+                " UNION SELECT conversation_id FROM messages"
+                " WHERE state = 'streaming' AND instr(hearth_fold(text), ?) > 0"
+            )
+            content_values: tuple[str, ...] = ('"' + needle.replace('"', '""') + '"', folded)
+        else:
+            content = "SELECT conversation_id FROM messages WHERE instr(hearth_fold(text), ?) > 0"
+            content_values = (folded,)
+        rows = self._conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE deleted_at IS NULL"
+            f" AND (instr(hearth_fold(title), ?) > 0 OR id IN ({content}))"
+            " ORDER BY updated DESC, id DESC",
+            (folded, *content_values),
+        )
+        return [self._conversation_from_row(row) for row in rows]
+
+    # ------------------------------------------------------------------ messages
+
+    def _image_ref(self, row: Sequence[Any]) -> ImageRef:
+        sha256, identity, mime, size, file = row
+        return ImageRef(sha256=sha256, identity=identity, mime=mime, size=size, path=self.images_dir / file)
+
+    def _messages_where(self, where: str, values: Sequence[Any]) -> list[Message]:
+        rows = self._conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {where} ORDER BY conversation_id, position",
+            values,
+        ).fetchall()
+        images: dict[int, list[ImageRef]] = {}
+        if rows:
+            image_rows = self._conn.execute(
+                "SELECT message_id, sha256, identity, mime, size, file FROM message_images"
+                f" WHERE message_id IN (SELECT id FROM messages WHERE {where})"
+                " ORDER BY message_id, position",
+                values,
+            )
+            for row in image_rows:
+                images.setdefault(row[0], []).append(self._image_ref(row[1:]))
+        return [
+            Message(
+                id=row[0],
+                conversation_id=row[1],
+                position=row[2],
+                role=Role(row[3]),
+                text=row[4],
+                state=MessageState(row[5]),
+                stop_reason=row[6],
+                error=row[7],
+                stats=_loads_object(row[8]),
+                tokens=_decode_tokens(row[9]),
+                images=tuple(images.get(row[0], ())),
+                created=row[10],
+                updated=row[11],
+            )
+            for row in rows
+        ]
+
+    def get_message(self, message_id: int) -> Message:
+        found = self._messages_where("id = ?", (message_id,))
+        if not found:
+            raise NotFound(f"Message {message_id} does not exist.")
+        return found[0]
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        return self._messages_where("conversation_id = ?", (conversation_id,))
+
+    def _store_image(self, data: bytes, mime: str) -> tuple[str, str, str]:
+        """Write the bytes once under images/ (atomically: tmp, fsync, rename, fsync the
+        folder) and return (sha256, mime, file relative to images/). Runs before the
+        transaction that refers to the file, so a row never points at a missing file; a
+        crash in between leaves an orphan file for collect_garbage."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        extension, mime = _sniff(data, mime)
+        folder = self.images_dir / sha256[:2]
+        existing = next(folder.glob(f"{sha256}.*"), None) if folder.is_dir() else None
+        if existing is not None and existing.stat().st_size == len(data):
+            return sha256, mime, f"{sha256[:2]}/{existing.name}"
+        name = existing.name if existing is not None else sha256 + extension
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            with open(partial, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(partial, folder / name)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        _fsync_directory(folder)
+        return sha256, mime, f"{sha256[:2]}/{name}"
+
+    def _next_position(self, conn: sqlite3.Connection, conversation_id: int) -> int:
+        if conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
+            raise NotFound(f"Conversation {conversation_id} does not exist.")
+        row = conn.execute(
+            "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?",
+            (conversation_id,),
+        ).fetchone()
+        return row[0]
+
+    def add_message(
+        self,
+        conversation_id: int,
+        role: Role | str,
+        text: str,
+        images: Sequence[ImageInput] = (),
+    ) -> Message:
+        """A finished message (the user's turn, a system note). Images are (bytes, mime) or
+        (bytes, mime, identity); identical bytes are stored once."""
+        role = Role(role)
+        stored = []
+        for image in images:
+            data, mime = image[0], image[1]
+            sha256, mime, file = self._store_image(data, mime)
+            identity = image[2] if len(image) > 2 else sha256  # type: ignore[misc]
+            stored.append((sha256, identity, mime, len(data), file))
+        now = self._clock()
+        with self._transaction() as conn:
+            position = self._next_position(conn, conversation_id)
+            message_id = conn.execute(
+                "INSERT INTO messages (conversation_id, position, role, text, state, created, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, position, role.value, text, MessageState.COMPLETE.value, now, now),
+            ).lastrowid
+            conn.executemany(
+                "INSERT INTO message_images (message_id, position, sha256, identity, mime, size, file)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(message_id, index, *image) for index, image in enumerate(stored)],
+            )
+            conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        assert message_id is not None
+        return self.get_message(message_id)
+
+    def begin_reply(self, conversation_id: int) -> Message:
+        """An empty assistant message in state STREAMING, last in the conversation."""
+        now = self._clock()
+        with self._transaction() as conn:
+            position = self._next_position(conn, conversation_id)
+            message_id = conn.execute(
+                "INSERT INTO messages (conversation_id, position, role, text, state, created, updated)"
+                " VALUES (?, ?, ?, '', ?, ?, ?)",
+                (conversation_id, position, Role.ASSISTANT.value, MessageState.STREAMING.value, now, now),
+            ).lastrowid
+            conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        assert message_id is not None
+        return self.get_message(message_id)
+
+    def update_reply(self, message_id: int, text: str) -> bool:
+        """Save the text streamed so far: one UPDATE in its own implicit transaction, no fsync
+        (synchronous=NORMAL), not indexed for search. False when the message is not streaming
+        any more (finished, truncated away, purged)."""
+        cursor = self._conn.execute(
+            "UPDATE messages SET text = ?, updated = ? WHERE id = ? AND state = 'streaming'",
+            (text, self._clock(), message_id),
+        )
+        return cursor.rowcount == 1
+
+    def finish_reply(
+        self,
+        message_id: int,
+        text: str,
+        state: MessageState | str = MessageState.COMPLETE,
+        stop_reason: str | enum.Enum | None = None,
+        stats: Mapping[str, Any] | None = None,
+        tokens: Sequence[int] = (),
+        error: str | None = None,
+    ) -> Message:
+        """The reply's final text and outcome. ``tokens`` must spell exactly ``text``
+        (``Completion.reply_tokens``) or be empty; ``stats`` is any JSON object, e.g.
+        ``stats_from_completion(completion)``."""
+        state = MessageState(state)
+        if state is MessageState.STREAMING:
+            raise ValueError("finish_reply needs a final state, not STREAMING")
+        if isinstance(stop_reason, enum.Enum):
+            stop_reason = str(stop_reason.value)
+        stats_json = json.dumps(dict(stats or {}))
+        blob = _encode_tokens(tokens)
+        now = self._clock()
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET text = ?, state = ?, stop_reason = ?, error = ?, stats = ?, tokens = ?,"
+                " updated = ? WHERE id = ? AND role = 'assistant'",
+                (text, state.value, stop_reason, error, stats_json, blob, now, message_id),
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"Reply {message_id} does not exist.")
+            conn.execute(
+                "UPDATE conversations SET updated = ?"
+                " WHERE id = (SELECT conversation_id FROM messages WHERE id = ?)",
+                (now, message_id),
+            )
+        return self.get_message(message_id)
+
+    def resume_reply(self, message_id: int) -> Message:
+        """Continue a reply (interrupted, cancelled, cut at max tokens): back to STREAMING with
+        its text kept. Its tokens are dropped: finish_reply must give ids for the whole text."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET state = 'streaming', tokens = NULL, stop_reason = NULL, error = NULL,"
+                " updated = ? WHERE id = ? AND role = 'assistant'",
+                (self._clock(), message_id),
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"Reply {message_id} does not exist.")
+        return self.get_message(message_id)
+
+    def edit_message(self, message_id: int, text: str) -> Message:
+        """Change a message's text (edit & resend); its tokens no longer spell it and go."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET text = ?, tokens = NULL, updated = ? WHERE id = ?",
+                (text, self._clock(), message_id),
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"Message {message_id} does not exist.")
+        return self.get_message(message_id)
+
+    def truncate_after(self, message_id: int, inclusive: bool = False) -> int:
+        """Delete the messages after this one in its conversation (and this one too when
+        ``inclusive``): regenerate, edit & resend. Returns how many were deleted. Their image
+        files stay until collect_garbage (an undo could still want them)."""
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT conversation_id, position FROM messages WHERE id = ?", (message_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"Message {message_id} does not exist.")
+            comparison = ">=" if inclusive else ">"
+            return conn.execute(
+                f"DELETE FROM messages WHERE conversation_id = ? AND position {comparison} ?", row
+            ).rowcount
+
+    def mark_interrupted_replies(self) -> int:
+        """At startup: replies left STREAMING by a crash or kill become INTERRUPTED, with the
+        text saved so far. Returns how many."""
+        with self._transaction() as conn:
+            return conn.execute(
+                "UPDATE messages SET state = 'interrupted' WHERE state = 'streaming'"
+            ).rowcount
+
+    # ------------------------------------------------------------------ files
+
+    def collect_garbage(self) -> int:
+        """Remove image files no message refers to (soft-deleted conversations still count as
+        referring) and temporary files left by a crash. Returns how many files went."""
+        referenced = {row[0] for row in self._conn.execute("SELECT DISTINCT file FROM message_images")}
+        if not self.images_dir.is_dir():
+            return 0
+        removed = 0
+        now = time.time()  # file mtimes are wall-clock, whatever clock the store was given
+        for folder in self.images_dir.iterdir():
+            if not folder.is_dir():
+                continue
+            for path in folder.iterdir():
+                if path.name.startswith("."):
+                    # Another process could be writing it right now: only old ones are leftovers.
+                    if path.name.endswith(".tmp") and now - path.stat().st_mtime > _TMP_FILE_MAX_AGE:
+                        path.unlink(missing_ok=True)
+                        removed += 1
+                    continue
+                if f"{folder.name}/{path.name}" not in referenced:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ settings
+
+    def get_setting(self, key: str, default: Any = None) -> Any:
+        row = self._conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def set_setting(self, key: str, value: Any) -> None:
+        """Any JSON-able value (per-model load settings, composer preferences...)."""
+        encoded = json.dumps(value)
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO settings (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, encoded),
+            )
+
+    def delete_setting(self, key: str) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM settings WHERE key = ?", (key,))
