@@ -24,6 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_path_options(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="show llama.cpp's log on stderr")
+    # Packaging checks (app/self_test.py): they run instead of a command or the GUI.
+    parser.add_argument(
+        "--self-test", action="store_true", help="load a tiny generated model, print one line, exit 0 if OK"
+    )
+    parser.add_argument(
+        "--startup-probe", action="store_true", help="open the window once and print the cold start time"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("inspect", help="describe a GGUF file (model or projector)")
@@ -53,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--ctx", type=int, default=4096, help="context for the conversation (tokens)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("--mmproj", type=Path, default=None, help="vision projector (needed for --image)")
+    p.add_argument("--image", type=Path, action="append", default=[], help="image to ask about (repeatable)")
     p.add_argument(
         "--json", action="store_true", help="print one JSON object at the end instead of streaming"
     )
@@ -76,6 +85,10 @@ def run_cli(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
+    if args.self_test or args.startup_probe:
+        from app import self_test
+
+        return self_test.run_self_test() if args.self_test else self_test.run_startup_probe()
     paths = resolve_paths(args.data_dir, args.models_dir)
     if args.command is None:
         from app.application import run_gui
@@ -158,10 +171,12 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine.catalog import inspect_model
+    from engine.catalog import inspect_model, inspect_projector
     from engine.chat import ChatMessage
+    from engine.errors import ImageRejected
     from engine.hardware import take_snapshot
     from engine.loaded_model import Engine
+    from engine.multimodal import load_images
     from engine.planner import LoadRequest, plan_load
     from engine.requests import ChatRequest, Completed, SamplingParams, TextDelta
 
@@ -173,14 +188,20 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         repeat_penalty=args.repeat_penalty,
         seed=args.seed,
     )
+    if args.image and args.mmproj is None:
+        raise ImageRejected("Images need a vision projector: add --mmproj PROJECTOR.")
+    images = load_images(args.image) if args.image else ()
     messages = [ChatMessage("system", args.system)] if args.system else []
-    messages.append(ChatMessage("user", args.prompt))
+    messages.append(ChatMessage("user", args.prompt, images=images))
     request = ChatRequest(
         messages=tuple(messages), sampling=sampling, max_tokens=args.max_tokens, stop=tuple(args.stop)
     )
     request.validate()
+    projector = inspect_projector(args.mmproj) if args.mmproj else None
     plan = plan_load(
-        inspect_model(args.model), take_snapshot(), LoadRequest(context_per_conversation=args.ctx, parallel=1)
+        inspect_model(args.model),
+        take_snapshot(),
+        LoadRequest(context_per_conversation=args.ctx, parallel=1, projector=projector),
     )
     model = Engine.load(plan).wait_ready()
     try:

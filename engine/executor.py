@@ -21,9 +21,25 @@ from typing import Any
 from PySide6.QtCore import QThread, Signal
 
 from engine.catalog import inspect_model
-from engine.chat import ChatTemplate, TextStream, token_to_piece, tokenize, tokenize_conversation
-from engine.errors import Cancelled, DoesNotFit, EngineError, LoadFailed
+from engine.chat import (
+    ChatTemplate,
+    RenderedPrompt,
+    TextStream,
+    split_conversation,
+    token_to_piece,
+    tokenize,
+    tokenize_conversation,
+)
+from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, LoadFailed
 from engine.llama_log import LogLevel, capture_llama_logs
+from engine.multimodal import (
+    DecodedImage,
+    ImageEvalFailed,
+    ProjectorRuntime,
+    TokenizedPrompt,
+    check_fits,
+    check_message_images,
+)
 from engine.native import ensure_backend
 from engine.native_batch import NativeBatch
 from engine.planner import KvCacheType, LoadPhase, LoadPlan
@@ -50,9 +66,11 @@ from engine.scheduler import (
     ZERO_BOUNDARY,
     BatchCommit,
     BatchPlanner,
+    MediaSegment,
     PromptLayout,
     SequencePool,
     SequenceProgress,
+    TextSegment,
     WorkKind,
 )
 
@@ -117,6 +135,7 @@ class _Active:
     text: list[str] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     cancelled: bool = False
+    media: tuple[TokenizedPrompt, ...] = ()  # image chunks this request may evaluate
 
     @property
     def request(self) -> ChatRequest:
@@ -165,6 +184,8 @@ class Executor(QThread):
         self._batch: NativeBatch | None = None
         self._progress_cb: Any = None
         self._template: ChatTemplate | None = None
+        self._projector: ProjectorRuntime | None = None
+        self.has_vision = False
         self._waiting: collections.deque[_Waiting] = collections.deque()
         self._active: dict[int, _Active] = {}  # by sequence id
         self._logit_rows: dict[int, range] = {}
@@ -284,6 +305,8 @@ class Executor(QThread):
                 self._phase(phase, self._load_weights)
             elif phase is LoadPhase.CONTEXT:
                 self._phase(phase, self._create_context)
+            elif phase is LoadPhase.PROJECTOR:
+                self._phase(phase, self._load_projector)
             elif phase is LoadPhase.WARMUP:
                 self._phase(phase, self._warm_up)
             elif phase is LoadPhase.READY:
@@ -356,6 +379,25 @@ class Executor(QThread):
         self._batch = NativeBatch(self.n_batch)
         self._pool = SequencePool(self.n_seq)
 
+    def _load_projector(self) -> None:
+        projector = self.plan.request.projector
+        if projector is None:
+            return
+
+        def on_progress(fraction: float) -> bool:
+            self.phase_progress.emit(LoadPhase.PROJECTOR, float(fraction))
+            return not self._cancel_load.is_set()
+
+        self._projector = ProjectorRuntime.load(
+            projector.path,
+            self._model,
+            self.plan.params.n_threads,
+            self.plan.params.projector_use_gpu,
+            on_progress,
+            model_info=self.plan.model,
+        )
+        self.has_vision = self._projector.supports_vision
+
     def _warm_up(self) -> None:
         import llama_cpp as ll
 
@@ -376,6 +418,10 @@ class Executor(QThread):
         for active in self._active.values():
             free_chain(active.chain)
             active.chain = None
+        if self._projector is not None:
+            self._projector.free()
+            self._projector = None
+            self.has_vision = False
         if self._ctx:
             ll.llama_free(self._ctx)
         if self._model:
@@ -460,17 +506,26 @@ class Executor(QThread):
         while self._waiting and self._pool.available:
             waiting = self._waiting.popleft()
             request = waiting.handle.request
+            media: tuple[TokenizedPrompt, ...] = ()
             try:
-                tokens, stops = self._prompt_tokens(request)
-                if len(tokens) > self.n_ctx_seq:
+                try:
+                    layout, stops, media = self._prompt_layout(request)
+                except EngineError:
+                    raise
+                except Exception as exc:  # a bug must cost one request, not the engine
+                    log.exception("could not prepare request %d", request.request_id)
+                    raise EngineError(f"This request could not be prepared: {exc}") from exc
+                if layout.native_positions > self.n_ctx_seq:
+                    if layout.media_count:
+                        check_fits(layout, self.n_ctx_seq)
                     raise PromptTooLong(
-                        f"The prompt is {len(tokens):,} tokens; this model was loaded with "
+                        f"The prompt is {layout.logical_tokens:,} tokens; this model was loaded with "
                         f"{self.n_ctx_seq:,} per conversation."
                     )
             except EngineError as exc:
+                self._release_media(media)
                 self._end_waiting(waiting, exc)
                 continue
-            layout = PromptLayout.from_tokens(tokens)
             acquisition = self._pool.acquire_matching(layout) if request.cache else self._pool.acquire_lru()
             assert acquisition is not None
             seq = acquisition.sequence_id
@@ -479,6 +534,7 @@ class Executor(QThread):
                 acquisition = acquisition.with_cached(ZERO_BOUNDARY)
                 if not ll.llama_memory_seq_rm(self._mem, seq, -1, -1):
                     self._pool.quarantine(seq)
+                    self._release_media(media)
                     self._end_waiting(waiting, DecodeFailed("A cache slot could not be cleared; try again."))
                     continue
             cached = acquisition.cached
@@ -493,29 +549,91 @@ class Executor(QThread):
                 progress=SequenceProgress.admit(seq, layout, cached),
                 chain=build_chain(self._vocab, request.sampling),
                 stream=TextStream(stops),
-                prompt_tokens=len(tokens),
+                prompt_tokens=layout.logical_tokens,
                 cached_tokens=cached.logical_tokens,
                 t_submit=waiting.t_submit,
                 t_admit=now,
                 t_last_flush=now,
+                media=media,
             )
             self._active[seq] = active
             self._publish_prefill(active, now, force=True)
 
-    def _prompt_tokens(self, request: ChatRequest) -> tuple[list[int], tuple[str, ...]]:
+    def _prompt_layout(
+        self, request: ChatRequest
+    ) -> tuple[PromptLayout, tuple[str, ...], tuple[TokenizedPrompt, ...]]:
+        """The request's prompt as text and media segments, its stop strings, and the
+        tokenized image prompts whose chunks it holds (released when it ends)."""
+        import llama_cpp as ll
+
         assert self._template is not None
         if request.prompt is not None:
             tokens = tokenize(self._vocab, request.prompt, add_special=True, parse_special=True)
+            layout = PromptLayout.from_tokens(tokens)
             stops = request.stop
+            media: tuple[TokenizedPrompt, ...] = ()
+        elif any(m.images for m in request.messages):
+            layout, rendered, media = self._image_prompt(request)
+            stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
         else:
             tokens, rendered = tokenize_conversation(self._vocab, self._template, request.messages)
+            layout = PromptLayout.from_tokens(tokens)
             stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
-        if not tokens:
-            import llama_cpp as ll
-
+            media = ()
+        if not layout.logical_tokens:
             bos = ll.llama_vocab_bos(self._vocab)
-            tokens = [bos if bos >= 0 else 0]
-        return tokens, stops
+            layout = PromptLayout.from_tokens([bos if bos >= 0 else 0])
+        return layout, stops, media
+
+    def _image_prompt(
+        self, request: ChatRequest
+    ) -> tuple[PromptLayout, RenderedPrompt, tuple[TokenizedPrompt, ...]]:
+        import llama_cpp as ll
+
+        assert self._template is not None
+        if self._projector is None or not self.has_vision:
+            raise ImageRejected("This model has no vision projector loaded: load one to send images.")
+        images: list[DecodedImage] = []
+        for message in request.messages:
+            check_message_images(message.images)
+            for image in message.images:
+                if not isinstance(image, DecodedImage):
+                    raise ImageRejected("An image in this conversation could not be read.")
+                images.append(image)
+        split = split_conversation(self._template, request.messages)
+        marker = self._projector.marker
+        bos = ll.llama_vocab_bos(self._vocab)
+        wants_bos = not split.rendered.adds_bos and bos >= 0 and ll.llama_vocab_get_add_bos(self._vocab)
+        segments: list[TextSegment | MediaSegment] = []
+        prompts: list[TokenizedPrompt] = []
+        taken = 0
+        try:
+            for index, piece in enumerate(split.pieces):
+                count = piece.count(marker)
+                tokenized = self._projector.tokenize(
+                    piece,
+                    images[taken : taken + count],
+                    bos_token=bos if (index == 0 and wants_bos) else None,
+                )
+                taken += count
+                prompts.append(tokenized)
+                segments.extend(tokenized.layout.segments)
+                if index < len(split.replies):
+                    segments.append(TextSegment(tuple(split.replies[index])))
+            layout = PromptLayout(tuple(segments))
+            if layout.segments and isinstance(layout.segments[-1], MediaSegment):
+                raise ImageRejected("An image must be followed by some text.")
+            for tokenized in prompts:
+                self._projector.check_batch_limits(tokenized, self.n_batch, self.plan.params.n_ubatch)
+        except BaseException:
+            self._release_media(tuple(prompts))
+            raise
+        return layout, split.rendered, tuple(prompts)
+
+    def _release_media(self, media: tuple[TokenizedPrompt, ...]) -> None:
+        if self._projector is not None:
+            for tokenized in media:
+                self._projector.release_prompt(tokenized)
 
     # -- sampling ------------------------------------------------------------------
 
@@ -579,6 +697,7 @@ class Executor(QThread):
         self._logit_rows.pop(progress.sequence_id, None)
         free_chain(active.chain)
         active.chain = None
+        self._release_media(active.media)
         self._release_slot()
         self._completed += 1
         first = active.t_first_token or now
@@ -595,7 +714,14 @@ class Executor(QThread):
             prefill_tokens_per_second=computed / prefill_s if computed else 0.0,
             decode_tokens_per_second=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
         )
-        usage = Usage(active.prompt_tokens, active.cached_tokens, n_out)
+        prompt = progress.prompt
+        usage = Usage(
+            active.prompt_tokens,
+            active.cached_tokens,
+            n_out,
+            images=prompt.media_count,
+            cached_images=prompt.truncate(progress.cached).media_count if prompt.media_count else 0,
+        )
         completion = Completion("".join(active.text), reason, usage, timings, tuple(active.tokens))
         active.handle._publish(Completed(completion))
 
@@ -606,6 +732,7 @@ class Executor(QThread):
         self._logit_rows.pop(active.sequence_id, None)
         free_chain(active.chain)
         active.chain = None
+        self._release_media(active.media)
         self._release_slot()
         active.handle._publish(Failed(error))
 
@@ -633,12 +760,13 @@ class Executor(QThread):
         if not candidates:
             return
         plan = self._planner.plan(candidates, self.n_batch)
+        progress = {seq: a.progress for seq, a in self._active.items()}
         if plan.media is not None:
-            active = self._active[plan.media.sequence_id]
-            self._fail(active, EngineError("This model has no vision projector loaded."))
+            # Its own step, before the token batch: an image evaluation leaves no logits
+            # behind, so it must not run between a decode and the sampling of its rows.
+            self._evaluate_media(plan.media, progress)
         if not plan.work:
             return
-        progress = {seq: a.progress for seq, a in self._active.items()}
         commit = BatchCommit.stage(plan.work, progress)
         t1 = time.perf_counter()
         batch = self._batch
@@ -663,6 +791,33 @@ class Executor(QThread):
         for entry in commit.entries:
             if entry.kind is WorkKind.PREFILL:
                 self._publish_prefill(self._active[entry.sequence_id], now)
+
+    def _evaluate_media(self, work: Any, progress: dict[int, SequenceProgress]) -> None:
+        import llama_cpp as ll
+
+        active = self._active[work.sequence_id]
+        commit = BatchCommit.stage_media(work, progress)
+        entry = commit.entries[0]
+        assert entry.media is not None and self._projector is not None
+        try:
+            new_n_past = self._projector.eval_media(
+                self._ctx, entry.media.identity, entry.position, entry.sequence_id, self.n_batch
+            )
+        except (ImageEvalFailed, ImageRejected) as exc:
+            commit.discard()
+            # Part of the image may be in the KV cache: drop it with the request.
+            ll.llama_memory_seq_rm(self._mem, entry.sequence_id, entry.position, -1)
+            self._fail(active, exc)
+            return
+        if new_n_past != entry.position + entry.media.native_positions:
+            log.warning(
+                "image advanced %d positions, expected %d",
+                new_n_past - entry.position,
+                entry.media.native_positions,
+            )
+        commit.apply(progress)
+        self._ticks += 1
+        self._publish_prefill(active, time.perf_counter(), force=True)
 
     def _decode(self, batch: NativeBatch) -> int:
         import llama_cpp as ll
@@ -696,7 +851,9 @@ class Executor(QThread):
         if not force and done < total and now - active.t_last_prefill_event < PREFILL_EVENT_INTERVAL:
             return
         active.t_last_prefill_event = now
-        active.handle._publish(Prefill(done, total, active.cached_tokens))
+        images_total = progress.prompt.media_count
+        images_done = progress.prompt.truncate(progress.cursor).media_count if images_total else 0
+        active.handle._publish(Prefill(done, total, active.cached_tokens, images_done, images_total))
 
     def _compute_stats(self) -> EngineStats:
         import llama_cpp as ll

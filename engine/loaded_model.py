@@ -53,7 +53,7 @@ class LoadedModel(QObject):
     @property
     def has_vision(self) -> bool:
         """Whether requests may carry images (a projector was loaded)."""
-        return False
+        return self._executor.has_vision
 
     @property
     def context_per_conversation(self) -> int:

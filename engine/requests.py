@@ -98,6 +98,8 @@ class Usage:
     prompt_tokens: int
     cached_tokens: int
     completion_tokens: int
+    images: int = 0
+    cached_images: int = 0  # images whose KV came from the cache (not encoded again)
 
 
 @dataclass(frozen=True)

@@ -106,12 +106,36 @@ def test_chat_refuses_bad_settings(capsys, scripted_model: Path) -> None:
 
 def test_setup_default_model_is_idempotent(capsys, tmp_path: Path, gemma_path: Path) -> None:
     models = tmp_path / "models"
-    code, _, _ = run(
-        capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model"
-    )
+    code, _, _ = run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
     assert code == 0
     target = models / gemma_path.name
     assert target.stat().st_size == gemma_path.stat().st_size
     mtime = target.stat().st_mtime_ns
     run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
     assert target.stat().st_mtime_ns == mtime  # not assembled twice
+
+
+def test_chat_with_an_image(capsys, tiny_model: Path, tiny_projector: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (32, 32), (200, 10, 10)).save(picture)
+    code, out, _ = run(
+        capsys, "chat", str(tiny_model), "what is this?", "--mmproj", str(tiny_projector),
+        "--image", str(picture), "--max-tokens", "3", "--json", "--ctx", "512",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out)["usage"]["images"] == 1
+
+
+def test_chat_image_refusals_match_the_engine(
+    capsys, tiny_model: Path, tiny_projector: Path, tmp_path: Path
+) -> None:
+    text = tmp_path / "notes.png"
+    text.write_text("not pixels")
+    code, _, err = run(capsys, "chat", str(tiny_model), "hi", "--image", str(text))
+    assert code == 2 and "--mmproj" in err
+    code, _, err = run(
+        capsys, "chat", str(tiny_model), "hi", "--mmproj", str(tiny_projector), "--image", str(text)
+    )
+    assert code == 2 and "not an image" in err
