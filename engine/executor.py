@@ -73,6 +73,16 @@ from engine.scheduler import (
     TextSegment,
     WorkKind,
 )
+from engine.speculative import (
+    DraftModel,
+    DraftRequest,
+    LookupIndex,
+    SpeculationConfig,
+    SpeculationMode,
+    check_draft_compatible,
+    draft_limit,
+    verify_rows,
+)
 
 log = logging.getLogger("hearth.executor")
 
@@ -136,6 +146,12 @@ class _Active:
     tokens: list[int] = field(default_factory=list)
     cancelled: bool = False
     media: tuple[TokenizedPrompt, ...] = ()  # image chunks this request may evaluate
+    prompt_ids: tuple[int, ...] | None = None  # text-only prompts: the ids (for the draft model)
+    speculate: bool = False
+    lookup: LookupIndex | None = None
+    in_flight: tuple[int, ...] = ()  # drafts decoded in the last batch, to verify
+    drafted: int = 0
+    accepted: int = 0
 
     @property
     def request(self) -> ChatRequest:
@@ -163,7 +179,14 @@ class Executor(QThread):
     load_failed = Signal(object)  # EngineError
     unloaded = Signal()
 
-    def __init__(self, plan: LoadPlan, *, force: bool = False, queue_capacity: int = 32) -> None:
+    def __init__(
+        self,
+        plan: LoadPlan,
+        *,
+        force: bool = False,
+        queue_capacity: int = 32,
+        speculation: SpeculationConfig | None = None,
+    ) -> None:
         super().__init__()
         self.setObjectName(f"hearth-executor-{plan.model.path.stem}")
         self.plan = plan
@@ -186,6 +209,12 @@ class Executor(QThread):
         self._template: ChatTemplate | None = None
         self._projector: ProjectorRuntime | None = None
         self.has_vision = False
+        self._draft: DraftModel | None = None
+        if speculation is None and plan.request.draft is not None:
+            speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=plan.request.draft.path)
+        self.speculation = speculation or SpeculationConfig()
+        self._drafted = 0
+        self._accepted = 0
         self._waiting: collections.deque[_Waiting] = collections.deque()
         self._active: dict[int, _Active] = {}  # by sequence id
         self._logit_rows: dict[int, range] = {}
@@ -307,6 +336,8 @@ class Executor(QThread):
                 self._phase(phase, self._create_context)
             elif phase is LoadPhase.PROJECTOR:
                 self._phase(phase, self._load_projector)
+            elif phase is LoadPhase.DRAFT:
+                self._phase(phase, self._load_draft)
             elif phase is LoadPhase.WARMUP:
                 self._phase(phase, self._warm_up)
             elif phase is LoadPhase.READY:
@@ -319,6 +350,12 @@ class Executor(QThread):
         info = inspect_model(plan.model.path)
         if info.file_size != plan.model.file_size:
             raise LoadFailed(f"{plan.model.path.name} changed since it was planned; plan again.")
+        spec = self.speculation
+        if spec.mode is SpeculationMode.DRAFT_MODEL:
+            if plan.request.draft is None:
+                raise LoadFailed("Plan again with the draft model: its memory was not counted.")
+            # Refuse an incompatible draft before anything native is loaded.
+            check_draft_compatible(info, plan.request.draft, info.path, plan.request.draft.path)
         if not plan.fits and not self.force:
             raise DoesNotFit(plan.reasons[0] if plan.reasons else "The model does not fit this machine.")
 
@@ -398,6 +435,19 @@ class Executor(QThread):
         )
         self.has_vision = self._projector.supports_vision
 
+    def _load_draft(self) -> None:
+        spec = self.speculation
+        if spec.mode is not SpeculationMode.DRAFT_MODEL or spec.draft_path is None:
+            return
+
+        def on_progress(fraction: float) -> bool:
+            self.phase_progress.emit(LoadPhase.DRAFT, float(fraction))
+            return not self._cancel_load.is_set()
+
+        self._draft = DraftModel.load(
+            spec.draft_path, self.plan.params, target=self.plan.model, progress=on_progress, p_min=spec.p_min
+        )
+
     def _warm_up(self) -> None:
         import llama_cpp as ll
 
@@ -422,6 +472,9 @@ class Executor(QThread):
             self._projector.free()
             self._projector = None
             self.has_vision = False
+        if self._draft is not None:
+            self._draft.free()
+            self._draft = None
         if self._ctx:
             ll.llama_free(self._ctx)
         if self._model:
@@ -544,6 +597,16 @@ class Executor(QThread):
             else:
                 self._misses += 1
             now = time.perf_counter()
+            prompt_ids = (
+                None if layout.media_count else tuple(layout.segments[0].tokens) if layout.segments else ()
+            )
+            spec = self.speculation
+            speculate = spec.enabled if request.speculate is None else (request.speculate and spec.enabled)
+            lookup = None
+            if speculate and spec.mode is SpeculationMode.PROMPT_LOOKUP:
+                lookup = LookupIndex(spec.ngram_min, spec.ngram_max, _text_tokens(layout))
+            elif speculate and (self._draft is None or prompt_ids is None):
+                speculate = False  # a draft model cannot follow image prompts
             active = _Active(
                 handle=waiting.handle,
                 progress=SequenceProgress.admit(seq, layout, cached),
@@ -555,6 +618,9 @@ class Executor(QThread):
                 t_admit=now,
                 t_last_flush=now,
                 media=media,
+                prompt_ids=prompt_ids,
+                speculate=speculate,
+                lookup=lookup,
             )
             self._active[seq] = active
             self._publish_prefill(active, now, force=True)
@@ -644,6 +710,7 @@ class Executor(QThread):
             return
         rows, self._logit_rows = self._logit_rows, {}
         now = time.perf_counter()
+        pending: dict[int, tuple[_Active, tuple[int, ...]]] = {}
         for seq, logit_rows in rows.items():
             active = self._active.get(seq)
             if active is None or active.cancelled:
@@ -651,25 +718,81 @@ class Executor(QThread):
             if not active.tokens and not active.t_prefill_done:
                 active.t_prefill_done = now
                 self._publish_prefill(active, now, force=True)
-            token = ll.llama_sampler_sample(active.chain, self._ctx, logit_rows[-1])
-            if not active.tokens:
+            drafts, active.in_flight = active.in_flight, ()
+
+            def sample(row: int, _rows: range = logit_rows, _chain: Any = active.chain) -> int:
+                return int(ll.llama_sampler_sample(_chain, self._ctx, _rows[row]))
+
+            if drafts:
+                run = verify_rows(drafts, sample)
+                tokens = run.tokens
+                rejected = run.rejected(len(drafts))
+                if rejected:
+                    position = active.progress.discard_rejected(rejected)
+                    ll.llama_memory_seq_rm(self._mem, seq, position, -1)
+                active.drafted += len(drafts)
+                active.accepted += run.accepted
+                self._drafted += len(drafts)
+                self._accepted += run.accepted
+            else:
+                tokens = (sample(len(logit_rows) - 1),)
+            if self._emit_tokens(active, tokens):
+                pending[seq] = (active, tokens)
+        if pending:
+            self._push_with_drafts(pending)
+
+    def _emit_tokens(self, active: _Active, tokens: tuple[int, ...]) -> bool:
+        """Emit sampled tokens in order, ending the request at the first stop condition
+        (so an accepted run never emits past the end). True while it goes on."""
+        import llama_cpp as ll
+
+        for token in tokens:
+            if not active.tokens and not active.t_first_token:
                 active.t_first_token = time.perf_counter()
                 active.handle._publish(Started())
             if ll.llama_vocab_is_eog(self._vocab, token) and not active.request.ignore_eos:
                 self._finish(active, StopReason.STOP_TOKEN)
-                continue
+                return False
             active.tokens.append(token)
             chunk = active.stream.push(token_to_piece(self._vocab, token, False))
             if chunk.text:
                 active.pending_text.append(chunk.text)
             if chunk.stopped:
                 self._finish(active, StopReason.STOP_STRING)
-            elif len(active.tokens) >= active.request.max_tokens:
+                return False
+            if len(active.tokens) >= active.request.max_tokens:
                 self._finish(active, StopReason.LENGTH)
-            elif active.progress.n_past >= self.n_ctx_seq:
-                self._finish(active, StopReason.CONTEXT_FULL)
-            else:
-                active.progress.push(token)
+                return False
+        if active.progress.n_past >= self.n_ctx_seq:
+            self._finish(active, StopReason.CONTEXT_FULL)
+            return False
+        return True
+
+    def _push_with_drafts(self, pending: dict[int, tuple[_Active, tuple[int, ...]]]) -> None:
+        """Queue each sequence's next token, with drafts after it when it speculates."""
+        spec = self.speculation
+        wanted: dict[int, DraftRequest] = {}
+        drafts: dict[int, tuple[int, ...]] = {}
+        for seq, (active, emitted) in pending.items():
+            token = emitted[-1]
+            if active.lookup is not None:
+                active.lookup.extend(emitted)
+            limit = 0
+            if active.speculate:
+                tokens_left = active.request.max_tokens - len(active.tokens)
+                limit = draft_limit(spec.max_draft, active.progress.n_past, self.n_ctx_seq, tokens_left)
+            if limit <= 0:
+                continue
+            if active.lookup is not None:
+                drafts[seq] = active.lookup.propose(limit, spec.min_draft)
+            elif self._draft is not None and active.prompt_ids is not None:
+                history = [*active.prompt_ids, *active.progress.generated]
+                wanted[seq] = DraftRequest(history, token, limit)
+        if wanted:
+            assert self._draft is not None
+            drafts.update(self._draft.propose(wanted, spec.min_draft))
+        for seq, (active, emitted) in pending.items():
+            active.progress.push(emitted[-1], drafts.get(seq, ()))
 
     def _flush_due(self, now: float) -> None:
         for active in self._active.values():
@@ -722,7 +845,15 @@ class Executor(QThread):
             images=prompt.media_count,
             cached_images=prompt.truncate(progress.cached).media_count if prompt.media_count else 0,
         )
-        completion = Completion("".join(active.text), reason, usage, timings, tuple(active.tokens))
+        completion = Completion(
+            "".join(active.text),
+            reason,
+            usage,
+            timings,
+            tuple(active.tokens),
+            active.drafted,
+            active.accepted,
+        )
         active.handle._publish(Completed(completion))
 
     def _fail(self, active: _Active, error: EngineError) -> None:
@@ -782,6 +913,9 @@ class Executor(QThread):
             self._decode_failed(rc, [e.sequence_id for e in commit.entries])
             return
         self._logit_rows = commit.apply(progress)
+        for entry in commit.entries:
+            if entry.kind is WorkKind.DECODE and entry.n_rows > 1:
+                self._active[entry.sequence_id].in_flight = entry.tokens[1:]
         now = time.perf_counter()
         self._scheduler_seconds += (t1 - t0) + (now - t2)
         self._last_fill = commit.n_rows / self.n_batch
@@ -833,6 +967,8 @@ class Executor(QThread):
         ll.llama_memory_clear(self._mem, True)
         self._pool.invalidate_all()
         self._planner.reset()
+        if self._draft is not None:
+            self._draft.clear()
         error = DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc}).")
         for seq in sequences:
             if seq in self._active:
@@ -889,4 +1025,10 @@ class Executor(QThread):
             ticks=self._ticks,
             completed_requests=self._completed,
             scheduler_tick_us=1e6 * self._scheduler_seconds / self._ticks if self._ticks else 0.0,
+            drafted_tokens=self._drafted,
+            accepted_tokens=self._accepted,
         )
+
+
+def _text_tokens(layout: PromptLayout) -> list[int]:
+    return [t for segment in layout.segments if isinstance(segment, TextSegment) for t in segment.tokens]

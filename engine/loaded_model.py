@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, Signal
 from engine.executor import Executor, ExecutorState
 from engine.planner import LoadPlan
 from engine.requests import ChatRequest, EngineStats, RequestHandle
+from engine.speculative import SpeculationConfig
 
 
 class LoadedModel(QObject):
@@ -24,10 +25,17 @@ class LoadedModel(QObject):
     load_failed = Signal(object)  # EngineError
     unloaded = Signal()
 
-    def __init__(self, plan: LoadPlan, *, force: bool = False, queue_capacity: int = 32) -> None:
+    def __init__(
+        self,
+        plan: LoadPlan,
+        *,
+        force: bool = False,
+        queue_capacity: int = 32,
+        speculation: SpeculationConfig | None = None,
+    ) -> None:
         super().__init__()
         self.plan = plan
-        self._executor = Executor(plan, force=force, queue_capacity=queue_capacity)
+        self._executor = Executor(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
         ex = self._executor
         ex.phase_started.connect(self.phase_started)
         ex.phase_progress.connect(self.phase_progress)
@@ -49,6 +57,10 @@ class LoadedModel(QObject):
     @property
     def state(self) -> str:
         return self._executor.state
+
+    @property
+    def speculation(self) -> SpeculationConfig:
+        return self._executor.speculation
 
     @property
     def has_vision(self) -> bool:
@@ -94,6 +106,16 @@ class Engine:
     """Entry point: plan with engine.planner, then ``Engine.load(plan)``."""
 
     @staticmethod
-    def load(plan: LoadPlan, *, force: bool = False, queue_capacity: int = 32) -> LoadedModel:
-        """Start loading in the background; connect to the signals or ``wait_ready()``."""
-        return LoadedModel(plan, force=force, queue_capacity=queue_capacity).start()
+    def load(
+        plan: LoadPlan,
+        *,
+        force: bool = False,
+        queue_capacity: int = 32,
+        speculation: SpeculationConfig | None = None,
+    ) -> LoadedModel:
+        """Start loading in the background; connect to the signals or ``wait_ready()``.
+
+        ``speculation``: prompt lookup or a draft model (the draft must be in the plan's
+        request so its memory is counted); defaults to the plan's draft, if any.
+        """
+        return LoadedModel(plan, force=force, queue_capacity=queue_capacity, speculation=speculation).start()

@@ -82,6 +82,7 @@ class ChatRequest:
     stop: tuple[str, ...] = ()
     cache: bool = True  # reuse and keep a cached prompt prefix
     ignore_eos: bool = False  # benchmarks: keep generating through end-of-generation tokens
+    speculate: bool | None = None  # None: as the model was loaded; False: never for this request
     owner: str = ""  # who asked (a conversation id): shown in stats
     request_id: int = field(default_factory=lambda: next(_request_ids))
 

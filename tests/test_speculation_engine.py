@@ -1,0 +1,181 @@
+"""Speculative decoding inside the shared batch: same greedy output, fewer decodes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.catalog import inspect_model
+from engine.chat import ChatMessage
+from engine.errors import EngineError
+from engine.loaded_model import Engine, LoadedModel
+from engine.planner import LoadPhase
+from engine.requests import GREEDY, ChatRequest, SamplingParams, StopReason, TextDelta
+from engine.speculative import SpeculationConfig, SpeculationMode
+from engine.tiny_models import TinyTextSpec, write_tiny_text_model
+from tests.conftest import plan_for
+
+TIMEOUT = 60
+LOOKUP = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=6, min_draft=1)
+PROMPTS = [
+    "alpha beta gamma alpha beta gamma alpha beta",
+    "one two three four one two three four one two",
+    "the cat sat on the mat and the cat sat on the",
+]
+
+
+def load(path: Path, speculation: SpeculationConfig | None = None, draft: Path | None = None) -> LoadedModel:
+    request = {"draft": inspect_model(draft)} if draft else {}
+    plan = plan_for(path, ctx=1024, parallel=4, **request)
+    return Engine.load(plan, speculation=speculation).wait_ready(TIMEOUT)
+
+
+def greedy(prompt: str, max_tokens: int = 48, **kwargs: object) -> ChatRequest:
+    return ChatRequest(prompt=prompt, sampling=GREEDY, max_tokens=max_tokens, cache=False, **kwargs)  # type: ignore[arg-type]
+
+
+def outputs(model: LoadedModel, **kwargs: object) -> list[tuple[int, ...]]:
+    handles = [model.submit(greedy(p, **kwargs)) for p in PROMPTS]
+    return [h.wait(TIMEOUT).tokens for h in handles]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model: Path) -> list[tuple[int, ...]]:
+    model = load(tiny_model)
+    try:
+        return outputs(model)
+    finally:
+        model.unload()
+
+
+def test_prompt_lookup_gives_identical_greedy_output(tiny_model: Path, reference) -> None:
+    model = load(tiny_model, LOOKUP)
+    try:
+        assert outputs(model) == reference
+        stats = model.stats()
+        assert stats.drafted_tokens > 0
+    finally:
+        model.unload()
+
+
+def test_draft_model_gives_identical_greedy_output(tiny_model: Path, reference) -> None:
+    model = load(tiny_model, draft=tiny_model)  # its own draft: every draft is accepted
+    try:
+        assert LoadPhase.DRAFT in model.plan.phases
+        assert outputs(model) == reference
+        stats = model.stats()
+        assert stats.drafted_tokens > 0
+        assert stats.accepted_tokens == stats.drafted_tokens
+    finally:
+        model.unload()
+
+
+def test_speculation_accepts_most_drafts_on_a_repetitive_model(looping_model: Path) -> None:
+    model = load(looping_model, LOOKUP)
+    try:
+        completion = model.submit(greedy("go", max_tokens=120)).wait(TIMEOUT)
+        assert completion.usage.completion_tokens == 120
+        assert completion.accepted > 0.8 * completion.drafted > 0
+        assert model.stats().ticks < 60  # far fewer decodes than tokens
+    finally:
+        model.unload()
+
+
+def test_requests_with_and_without_speculation_share_a_batch(looping_model: Path) -> None:
+    model = load(looping_model, LOOKUP)
+    try:
+        spec = model.submit(greedy("go", max_tokens=60))
+        plain = model.submit(greedy("go", max_tokens=60, speculate=False))
+        a, b = spec.wait(TIMEOUT), plain.wait(TIMEOUT)
+        assert a.tokens == b.tokens
+        assert a.drafted > 0 and b.drafted == 0
+    finally:
+        model.unload()
+
+
+def test_max_tokens_inside_an_accepted_run_never_overshoots(looping_model: Path) -> None:
+    model = load(looping_model, SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=8, min_draft=1))
+    try:
+        for limit in (13, 29, 41):
+            completion = model.submit(greedy("go", max_tokens=limit)).wait(TIMEOUT)
+            assert completion.usage.completion_tokens == limit
+            assert completion.stop_reason is StopReason.LENGTH
+    finally:
+        model.unload()
+
+
+def test_stop_string_inside_an_accepted_run(looping_model: Path) -> None:
+    model = load(looping_model, LOOKUP)
+    try:
+        plain = model.submit(greedy("go", max_tokens=60, speculate=False)).wait(TIMEOUT)
+        cut = plain.text.index("cd", 20)  # somewhere deep into a run of accepted drafts
+        stopped = model.submit(greedy("go", max_tokens=60, stop=("cd",))).wait(TIMEOUT)
+        assert stopped.stop_reason is StopReason.STOP_STRING
+        assert stopped.text == plain.text[: plain.text.index("cd")]
+        assert cut > 0
+    finally:
+        model.unload()
+
+
+def test_cancel_in_the_middle_of_verified_runs(looping_model: Path) -> None:
+    model = load(looping_model, LOOKUP)
+    try:
+        executor = model._executor
+        original = executor._decode
+
+        def slow(batch):
+            time.sleep(0.01)
+            return original(batch)
+
+        executor._decode = slow  # type: ignore[method-assign]
+        victim = model.submit(greedy("go", max_tokens=5000))
+        other = model.submit(greedy("go", max_tokens=40))
+        for event in victim.events(timeout=TIMEOUT):
+            if isinstance(event, TextDelta):
+                victim.cancel()
+        assert victim.wait(TIMEOUT).stop_reason is StopReason.CANCELLED
+        assert other.wait(TIMEOUT).usage.completion_tokens == 40
+    finally:
+        model.unload()
+
+
+def test_sampled_requests_still_speculate_consistently(looping_model: Path) -> None:
+    model = load(looping_model, LOOKUP)
+    try:
+        params = SamplingParams(temperature=0.7, seed=7)
+        a = model.submit(ChatRequest(prompt="go", sampling=params, max_tokens=40, cache=False)).wait(TIMEOUT)
+        b = model.submit(
+            ChatRequest(prompt="go", sampling=params, max_tokens=40, cache=False, speculate=False)
+        ).wait(TIMEOUT)
+        assert a.usage.completion_tokens == b.usage.completion_tokens == 40
+    finally:
+        model.unload()
+
+
+def test_incompatible_draft_is_refused_before_anything_native(
+    qtbot, tmp_path: Path, tiny_model: Path
+) -> None:
+    other = write_tiny_text_model(tmp_path / "other-vocab.gguf", TinyTextSpec(n_extra_words=100))
+    plan = plan_for(tiny_model, draft=inspect_model(other))
+    model = LoadedModel(plan)
+    started: list[LoadPhase] = []
+    model.phase_started.connect(started.append)
+    with qtbot.waitSignal(model.load_failed, timeout=TIMEOUT * 1000) as failure:
+        model.start()
+    assert "vocabulary" in failure.args[0].message
+    qtbot.wait(50)
+    assert started == [LoadPhase.VALIDATE]  # the weights were never touched
+    with pytest.raises(EngineError, match="vocabulary"):
+        model.wait_ready(TIMEOUT)
+
+
+def test_chat_messages_speculate_too(looping_model: Path) -> None:
+    model = load(looping_model, LOOKUP)
+    try:
+        request = ChatRequest(messages=(ChatMessage("user", "hi"),), sampling=GREEDY, max_tokens=30)
+        completion = model.submit(request).wait(TIMEOUT)
+        assert completion.drafted > 0
+    finally:
+        model.unload()
