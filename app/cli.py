@@ -17,6 +17,26 @@ def _add_path_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models-dir", type=Path, help="Hearth's own models folder")
 
 
+def _add_speculation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--speculate",
+        default=None,
+        metavar="lookup|draft:PATH",
+        help="speculative decoding: prompt lookup, or a smaller draft model with the same vocabulary",
+    )
+    parser.add_argument("--draft-max", type=int, default=None, help="most draft tokens per step (default 8)")
+
+
+def _speculation(args: argparse.Namespace):  # -> SpeculationConfig | None
+    from engine.speculative import SpeculationConfig
+
+    if args.speculate is None:
+        if args.draft_max is not None:
+            raise EngineError("--draft-max needs --speculate lookup or --speculate draft:PATH.")
+        return None
+    return SpeculationConfig.parse(args.speculate, max_draft=args.draft_max)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hearth",
@@ -62,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (needed for --image)")
     p.add_argument("--image", type=Path, action="append", default=[], help="image to ask about (repeatable)")
+    _add_speculation_options(p)
     p.add_argument(
         "--json", action="store_true", help="print one JSON object at the end instead of streaming"
     )
@@ -72,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=128, help="tokens generated per stream")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
+    _add_speculation_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("hardware", help="what this machine has")
@@ -198,12 +220,14 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
     )
     request.validate()
     projector = inspect_projector(args.mmproj) if args.mmproj else None
+    speculation = _speculation(args)
+    draft = inspect_model(speculation.draft_path) if speculation and speculation.draft_path else None
     plan = plan_load(
         inspect_model(args.model),
         take_snapshot(),
-        LoadRequest(context_per_conversation=args.ctx, parallel=1, projector=projector),
+        LoadRequest(context_per_conversation=args.ctx, parallel=1, projector=projector, draft=draft),
     )
-    model = Engine.load(plan).wait_ready()
+    model = Engine.load(plan, speculation=speculation).wait_ready()
     try:
         handle = model.submit(request)
         try:
@@ -222,16 +246,37 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         _print_json(completion)
     else:
         t = completion.timings
+        drafts = (
+            f" · {completion.accepted}/{completion.drafted} drafts accepted" if completion.drafted else ""
+        )
         print(
             f"[{completion.stop_reason.value} · {completion.usage.completion_tokens} tokens · "
-            f"{t.decode_tokens_per_second:.1f} tok/s · first token {t.ttft * 1000:.0f} ms]",
+            f"{t.decode_tokens_per_second:.1f} tok/s · first token {t.ttft * 1000:.0f} ms{drafts}]",
             file=sys.stderr,
         )
     return 0
 
 
 def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine.benchmark import run_engine_benchmarks
+    from engine.benchmark import run_engine_benchmarks, speculation_benchmark
+
+    speculation = _speculation(args)
+    if speculation is not None:
+        results = speculation_benchmark(
+            args.model, speculation, args.tokens, args.repeats, args.threads, speculation.draft_path
+        )
+        if args.json:
+            _print_json(results)
+            return 0
+        print(f"{results['model']} · speculation: {results['mode']} (up to {results['max_draft']} drafts)")
+        for task in ("repeat", "novel"):
+            row = results[task]
+            print(
+                f"  {task:>6}: {row['tokens_per_second_off']:.1f} -> {row['tokens_per_second_on']:.1f} tok/s "
+                f"({row['speedup']:.2f}x), {row['accepted']}/{row['drafted']} drafts accepted "
+                f"({row['acceptance_rate']:.0%}), same text: {'yes' if row['same_text'] else 'no'}"
+            )
+        return 0
 
     streams = tuple(_parse_int(s, "--streams") for s in args.streams.split(",") if s.strip())
     results = run_engine_benchmarks(args.model, streams, args.tokens, args.threads, args.repeats)

@@ -24,6 +24,7 @@ from engine.native import ensure_backend
 from engine.native_batch import NativeBatch
 from engine.planner import LoadPlan, LoadRequest, plan_load
 from engine.requests import GREEDY, ChatRequest
+from engine.speculative import SpeculationConfig
 
 T = TypeVar("T")
 
@@ -287,4 +288,81 @@ def run_engine_benchmarks(
         single = next(r for r in rows if r.streams == 1) if 1 in streams else rows[0]
         results["llama_cpp_python_tps"] = high_level
         results["hearth_vs_llama_cpp_python"] = single.hearth_tokens_per_second / high_level
+    return results
+
+
+REPEAT_TASK = (
+    "Here is a paragraph:\n\n"
+    "The lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, "
+    "polished the great lens until it shone, and wound the clockwork that turned the beam across "
+    "the dark water. Ships far out at sea saw the light sweep past and knew the rocks were near. "
+    "In the morning he wrote the weather in his log, ate bread and cheese by the window, and slept "
+    "until the afternoon bell.\n\n"
+    "Here is the same paragraph again, word for word, with 'evening' changed to 'night':\n\n"
+    "The lighthouse keeper climbed the spiral stairs every night"
+)
+NOVEL_TASK = "List twenty different animals and one surprising fact about each:\n1."
+
+
+def speculation_benchmark(
+    path: Path,
+    speculation: SpeculationConfig,
+    n_tokens: int = 96,
+    repeats: int = 3,
+    threads: int | None = None,
+    draft: Path | None = None,
+) -> dict[str, Any]:
+    """Greedy tokens/s with and without speculation on a task that repeats its input and
+    on one that does not (the overhead when nothing is accepted)."""
+    request = LoadRequest(
+        context_per_conversation=2048,
+        parallel=1,
+        threads=threads,
+        draft=inspect_model(draft) if draft else None,
+    )
+    plan = plan_load(inspect_model(path), take_snapshot(), request)
+    model = Engine.load(plan, speculation=speculation).wait_ready(600)
+    results: dict[str, Any] = {
+        "model": path.name,
+        "mode": speculation.mode.value,
+        "max_draft": speculation.max_draft,
+    }
+    try:
+        for name, prompt in (("repeat", REPEAT_TASK), ("novel", NOVEL_TASK)):
+            rows: dict[str, list[float]] = {"off": [], "on": []}
+            drafted = accepted = 0
+            same_text = True
+            for _ in range(repeats):
+                texts = {}
+                for label, speculate in (("off", False), ("on", True)):
+                    completion = model.submit(
+                        ChatRequest(
+                            prompt=prompt,
+                            sampling=GREEDY,
+                            max_tokens=n_tokens,
+                            ignore_eos=True,
+                            cache=False,
+                            speculate=speculate,
+                        )
+                    ).wait(600)
+                    rows[label].append(
+                        completion.usage.completion_tokens / max(completion.timings.decode_seconds, 1e-9)
+                    )
+                    texts[label] = completion.text
+                    if speculate:
+                        drafted += completion.drafted
+                        accepted += completion.accepted
+                same_text = same_text and texts["on"] == texts["off"]
+            off, on = statistics.median(rows["off"]), statistics.median(rows["on"])
+            results[name] = {
+                "tokens_per_second_off": off,
+                "tokens_per_second_on": on,
+                "speedup": on / off if off else 0.0,
+                "drafted": drafted,
+                "accepted": accepted,
+                "acceptance_rate": accepted / drafted if drafted else 0.0,
+                "same_text": same_text,
+            }
+    finally:
+        model.unload()
     return results

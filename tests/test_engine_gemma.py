@@ -106,3 +106,51 @@ def test_eight_prompts_batched_together_match_solo_scoring(gemma: LoadedModel, g
         worst = max(worst, *margins)
         assert max(margins) <= LOGIT_MARGIN, f"{prompt!r}: a batched token lost by {max(margins):.3f}"
     print(f"worst batched-vs-solo logit margin: {worst:.4f}")
+
+
+SPEC_PROMPT = (
+    "Copy the sentence exactly.\nSentence: The keeper climbed the spiral stairs at dusk and lit the lamp.\n"
+    "Copy: The keeper climbed the spiral stairs at dusk and lit the lamp.\n"
+    "Sentence: Ships far out at sea saw the beam sweep past the rocks.\nCopy:"
+)
+
+
+@pytest.mark.parametrize("source", ["lookup", "draft"])
+def test_speculation_agrees_until_a_near_tie_and_every_token_passes_solo_scoring(
+    gemma_path: Path, source: str
+) -> None:
+    from engine.catalog import inspect_model
+    from engine.speculative import SpeculationConfig, SpeculationMode
+
+    if source == "draft":
+        plan = plan_for(gemma_path, ctx=1024, parallel=1, draft=inspect_model(gemma_path))
+        speculation = None  # the plan's draft: Gemma 3 270M as its own draft model
+    else:
+        plan = plan_for(gemma_path, ctx=1024, parallel=1)
+        speculation = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=6, min_draft=1)
+    model = Engine.load(plan, speculation=speculation).wait_ready(TIMEOUT)
+    try:
+
+        def run(speculate: bool):
+            request = ChatRequest(
+                prompt=SPEC_PROMPT,
+                sampling=GREEDY,
+                max_tokens=32,
+                ignore_eos=True,
+                cache=False,
+                speculate=speculate,
+            )
+            return model.submit(request).wait(TIMEOUT)
+
+        plain, spec = run(False), run(True)
+    finally:
+        model.unload()
+    assert spec.drafted > 0 and spec.accepted > 0
+    first_difference = next(
+        (i for i, (a, b) in enumerate(zip(plain.tokens, spec.tokens, strict=True)) if a != b), None
+    )
+    margins = _solo_margins(gemma_path, SPEC_PROMPT, spec.tokens)
+    if first_difference is not None:
+        # Where the two runs part ways, both tokens were (near-)best: a tie broken by rounding.
+        assert margins[first_difference] <= LOGIT_MARGIN
+    assert max(margins) <= LOGIT_MARGIN, f"a speculated token lost by {max(margins):.3f} when scored alone"
