@@ -139,3 +139,37 @@ def test_chat_image_refusals_match_the_engine(
         capsys, "chat", str(tiny_model), "hi", "--mmproj", str(tiny_projector), "--image", str(text)
     )
     assert code == 2 and "not an image" in err
+
+
+def test_chat_with_prompt_lookup(capsys, scripted_model: Path) -> None:
+    code, out, _ = run(
+        capsys,
+        "chat",
+        str(scripted_model),
+        "hello",
+        "--temp",
+        "0",
+        "--speculate",
+        "lookup",
+        "--json",
+        "--ctx",
+        "512",
+    )
+    assert code == 0
+    assert json.loads(out)["text"] == SCRIPT_TEXT
+
+
+def test_bench_with_speculation_reports_drafts(capsys, looping_model: Path) -> None:
+    code, out, _ = run(
+        capsys, "bench", str(looping_model), "--speculate", "lookup", "--draft-max", "4",
+        "--tokens", "24", "--repeats", "1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert data["repeat"]["drafted"] > 0
+    assert "accepted" in data["novel"] and data["repeat"]["same_text"]
+
+
+def test_draft_max_needs_speculate(capsys, tiny_model: Path) -> None:
+    code, _, err = run(capsys, "chat", str(tiny_model), "hi", "--draft-max", "4")
+    assert code == 2 and "--speculate" in err
