@@ -646,6 +646,10 @@ class Executor(QThread):
             layout = PromptLayout.from_tokens(tokens)
             stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
             media = ()
+        if request.assistant_prefix and request.prompt is None:
+            # The user's text, not template syntax: special tokens are not parsed in it.
+            prefix = tokenize(self._vocab, request.assistant_prefix, add_special=False, parse_special=False)
+            layout = layout.extend(prefix)
         if not layout.logical_tokens:
             bos = ll.llama_vocab_bos(self._vocab)
             layout = PromptLayout.from_tokens([bos if bos >= 0 else 0])

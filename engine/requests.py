@@ -83,6 +83,8 @@ class ChatRequest:
     cache: bool = True  # reuse and keep a cached prompt prefix
     ignore_eos: bool = False  # benchmarks: keep generating through end-of-generation tokens
     speculate: bool | None = None  # None: as the model was loaded; False: never for this request
+    # Continue an interrupted reply: the model's turn starts with this text already said.
+    assistant_prefix: str = ""
     owner: str = ""  # who asked (a conversation id): shown in stats
     request_id: int = field(default_factory=lambda: next(_request_ids))
 

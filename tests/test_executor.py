@@ -407,3 +407,10 @@ def test_an_idle_engine_does_not_spin_the_cpu(tiny: LoadedModel) -> None:
     after = process.cpu_times()
     busy = (after.user - before.user) + (after.system - before.system)
     assert busy < 0.1, f"{busy:.2f} s of CPU in 1 s of idling"
+
+
+def test_continue_an_interrupted_reply_from_its_text(scripted: LoadedModel) -> None:
+    # The scripted model says the script after any token outside it: a prefix ending in
+    # "b" (inside the script) makes it go on from there.
+    completion = scripted.submit(chat("hello", assistant_prefix="é ab")).wait(TIMEOUT)
+    assert completion.text == "你cd"
