@@ -18,11 +18,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.presenters import model_facts
+from app.widgets.load_progress import LoadProgress
 from app.widgets.memory_bar import MemoryBar
 from engine.catalog import ModelInfo
 from engine.errors import EngineError
 from engine.hardware import HardwareSnapshot
 from engine.planner import KvCacheType, LoadPlan, LoadRequest, Verdict, plan_load
+from engine.speculative import SpeculationConfig, SpeculationMode
 from engine.units import format_bytes
 
 VERDICT_COLORS = {
@@ -37,6 +39,8 @@ class ModelPanel(QWidget):
     """Metadata on top, plan controls and the live plan below; re-plans on every change."""
 
     plan_changed = Signal(object)  # LoadPlan | None
+    load_requested = Signal(object, object)  # LoadPlan, SpeculationConfig | None
+    cancel_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -83,11 +87,17 @@ class ModelPanel(QWidget):
         for kv in KvCacheType:
             self.kv_combo.addItem(kv.value, kv)
         self.projector_combo = QComboBox()
+        self.speculation_combo = QComboBox()
+        self.speculation_combo.setToolTip(
+            "Speculative decoding: faster replies, same text. Prompt lookup is free and shines when "
+            "the reply repeats the conversation; a draft model is a smaller model with the same vocabulary."
+        )
         controls.addRow("Context per conversation", self.ctx_spin)
         controls.addRow("Parallel conversations", self.parallel_spin)
         controls.addRow("GPU layers", self.gpu_spin)
         controls.addRow("KV cache type", self.kv_combo)
         controls.addRow("Vision projector", self.projector_combo)
+        controls.addRow("Speculative decoding", self.speculation_combo)
         plan_layout.addLayout(controls)
 
         self.verdict_label = QLabel()
@@ -111,6 +121,21 @@ class ModelPanel(QWidget):
         plan_layout.addWidget(self.reasons_label)
         plan_layout.addWidget(self.suggestions_box)
         plan_layout.addWidget(self.params_label)
+        buttons = QHBoxLayout()
+        self.load_button = QPushButton("Load model")
+        self.load_button.setDefault(True)
+        self.cancel_button = QPushButton("Cancel loading")
+        self.cancel_button.setVisible(False)
+        self.load_status = QLabel()
+        self.load_status.setWordWrap(True)
+        self.load_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        buttons.addWidget(self.load_button)
+        buttons.addWidget(self.cancel_button)
+        buttons.addWidget(self.load_status, 1)
+        plan_layout.addLayout(buttons)
+        self.load_progress = LoadProgress()
+        self.load_progress.setVisible(False)
+        plan_layout.addWidget(self.load_progress)
 
         body = QWidget()
         body_layout = QVBoxLayout(body)
@@ -131,6 +156,9 @@ class ModelPanel(QWidget):
             spin.valueChanged.connect(self._replan)
         self.kv_combo.currentIndexChanged.connect(self._replan)
         self.projector_combo.currentIndexChanged.connect(self._replan)
+        self.speculation_combo.currentIndexChanged.connect(self._replan)
+        self.load_button.clicked.connect(self._request_load)
+        self.cancel_button.clicked.connect(self.cancel_requested)
         self._show_nothing()
 
     # -- public -------------------------------------------------------------------
@@ -145,7 +173,15 @@ class ModelPanel(QWidget):
         )
         self._replan()
 
-    def show_model(self, info: ModelInfo | None, projectors: tuple[ModelInfo, ...] = ()) -> None:
+    def show_model(
+        self,
+        info: ModelInfo | None,
+        projectors: tuple[ModelInfo, ...] = (),
+        drafts: tuple[ModelInfo, ...] = (),
+        remembered: LoadRequest | None = None,
+    ) -> None:
+        """Show ``info``; ``drafts`` are library models usable as its draft model;
+        ``remembered`` the settings it was last loaded with."""
         self._info = info
         self._projectors = projectors
         if info is None:
@@ -165,10 +201,18 @@ class ModelPanel(QWidget):
             for proj in projectors:
                 self.projector_combo.addItem(proj.path.name, proj)
             self.projector_combo.setEnabled(bool(projectors))
+            self.speculation_combo.clear()
+            self.speculation_combo.addItem("Off", None)
+            self.speculation_combo.addItem("Prompt lookup (no extra memory)", "lookup")
+            for draft in drafts:
+                self.speculation_combo.addItem(f"Draft model: {draft.display_name}", draft)
         finally:
             self._updating = False
         self.plan_box.setVisible(not info.is_projector)
-        self._replan()
+        if remembered is not None:
+            self.apply_request(remembered)
+        else:
+            self._replan()
 
     def show_invalid(self, path: str, reason: str) -> None:
         self._info = None
@@ -180,13 +224,43 @@ class ModelPanel(QWidget):
 
     def current_request(self) -> LoadRequest:
         gpu = self.gpu_spin.value()
+        speculation = self.speculation_combo.currentData()
         return LoadRequest(
             context_per_conversation=self.ctx_spin.value(),
             parallel=self.parallel_spin.value(),
             gpu_layers=None if gpu == AUTO_GPU_LAYERS else gpu,
             kv_type=self.kv_combo.currentData(),
             projector=self.projector_combo.currentData(),
+            draft=speculation if isinstance(speculation, ModelInfo) else None,
         )
+
+    def current_speculation(self) -> SpeculationConfig | None:
+        choice = self.speculation_combo.currentData()
+        if choice == "lookup":
+            return SpeculationConfig(SpeculationMode.PROMPT_LOOKUP)
+        if isinstance(choice, ModelInfo):
+            return SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=choice.path)
+        return None
+
+    def set_loading(self, loading: bool, status: str = "") -> None:
+        """Between Load and ready/failed: the button becomes Cancel, phases show."""
+        self.load_button.setEnabled(not loading)
+        self.cancel_button.setVisible(loading)
+        self.load_status.setStyleSheet("")
+        self.load_status.setText(status)
+        if loading and self._plan is not None:
+            self.load_progress.set_phases(self._plan.phases)
+            self.load_progress.setVisible(True)
+
+    def show_load_error(self, message: str) -> None:
+        self.set_loading(False)
+        self.load_progress.mark_failed()
+        self.load_status.setStyleSheet("color: #d62728;")
+        self.load_status.setText(message)
+
+    def _request_load(self) -> None:
+        if self._plan is not None:
+            self.load_requested.emit(self._plan, self.current_speculation())
 
     def apply_request(self, request: LoadRequest) -> None:
         """Set every control from a request (one-click fixes), then plan once."""
@@ -196,6 +270,9 @@ class ModelPanel(QWidget):
             self.parallel_spin.setValue(request.parallel)
             self.gpu_spin.setValue(AUTO_GPU_LAYERS if request.gpu_layers is None else request.gpu_layers)
             self.kv_combo.setCurrentIndex(self.kv_combo.findData(request.kv_type))
+            if request.projector is not None:
+                index = self.projector_combo.findText(request.projector.path.name)
+                self.projector_combo.setCurrentIndex(max(0, index))
         finally:
             self._updating = False
         self._replan()
@@ -249,6 +326,7 @@ class ModelPanel(QWidget):
             item = self.suggestions_layout.takeAt(0)
             if item.widget():
                 item.widget().deleteLater()
+        self.load_button.setEnabled(plan is not None and plan.fits)
         if plan is None:
             self.verdict_label.clear()
             self.reasons_label.clear()

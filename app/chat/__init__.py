@@ -1,0 +1,46 @@
+"""Chat widgets: the message view, the composer, the conversation list and the sampling
+panel. Plain Qt widgets that take frozen values and speak through signals; the window
+wires them to the engine and the store."""
+
+from app.chat.composer import Composer
+from app.chat.conversation_list import ConversationList, relative_time
+from app.chat.data import (
+    Attachment,
+    ConversationId,
+    ConversationSummary,
+    ImageThumb,
+    MessageAction,
+    MessageData,
+    MessageId,
+    MessageState,
+    ReplyStats,
+    format_prefill,
+    format_seconds,
+)
+from app.chat.markdown import MarkdownRenderer, MarkdownStyle, RenderedMarkdown
+from app.chat.message_view import MessageView
+from app.chat.sampling_panel import Preset, SamplingPanel, SamplingSettings
+
+__all__ = [
+    "Attachment",
+    "Composer",
+    "ConversationId",
+    "ConversationList",
+    "ConversationSummary",
+    "ImageThumb",
+    "MarkdownRenderer",
+    "MarkdownStyle",
+    "MessageAction",
+    "MessageData",
+    "MessageId",
+    "MessageState",
+    "MessageView",
+    "Preset",
+    "RenderedMarkdown",
+    "ReplyStats",
+    "SamplingPanel",
+    "SamplingSettings",
+    "format_prefill",
+    "format_seconds",
+    "relative_time",
+]

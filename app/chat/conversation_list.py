@@ -1,0 +1,523 @@
+"""The side list of conversations: new, search, rename, delete with undo, live progress."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QRect,
+    QRectF,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QFont, QFontMetrics, QKeyEvent, QPainter, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.chat.data import ConversationId, ConversationSummary
+from app.chat.theme import ChatColors, mix
+
+UNDO_SECONDS = 8
+SEARCH_DEBOUNCE_MS = 200
+ID_ROLE = Qt.ItemDataRole.UserRole
+SUMMARY_ROLE = Qt.ItemDataRole.UserRole + 1
+ROW_PAD_X = 10
+ROW_PAD_Y = 7
+
+
+def relative_time(when: datetime, now: datetime | None = None) -> str:
+    """``just now``, ``5 min ago``, ``3 h ago``, ``yesterday``, ``Monday``, ``12 Mar``,
+    ``12 Mar 2023``: precise when recent, a date when not."""
+    now = now or datetime.now(when.tzinfo)
+    delta = now - when
+    if delta < timedelta(minutes=1):
+        return "just now"
+    if delta < timedelta(hours=1):
+        return f"{int(delta.total_seconds() // 60)} min ago"
+    if when.date() == now.date():
+        return f"{int(delta.total_seconds() // 3600)} h ago"
+    if when.date() == (now - timedelta(days=1)).date():
+        return "yesterday"
+    if delta < timedelta(days=7):
+        return when.strftime("%A")
+    if when.year == now.year:
+        return f"{when.day} {when.strftime('%b')}"
+    return f"{when.day} {when.strftime('%b')} {when.year}"
+
+
+class _Delegate(QStyledItemDelegate):
+    """Two lines per conversation: the title, then when it was last used, or what it is
+    doing right now (a dot and "reading 42%")."""
+
+    def __init__(self, owner: ConversationList) -> None:
+        super().__init__(owner)
+        self._owner = owner
+
+    def _fonts(self, option: QStyleOptionViewItem) -> tuple[QFont, QFont]:
+        title = QFont(option.font)
+        small = QFont(option.font)
+        small.setPointSizeF(max(7.0, option.font.pointSizeF() * 0.86))
+        return title, small
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
+        title, small = self._fonts(option)
+        height = QFontMetrics(title).height() + QFontMetrics(small).height() + 2 * ROW_PAD_Y + 2
+        return QSize(160, height)
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        summary: ConversationSummary = index.data(SUMMARY_ROLE)
+        if summary is None:
+            return
+        colors = ChatColors.from_palette(option.palette)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        hovered = bool(option.state & QStyle.StateFlag.State_MouseOver)
+        rect = QRect(option.rect).adjusted(6, 1, -6, -1)
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        if selected or hovered:
+            base = option.palette.color(QPalette.ColorRole.Base)
+            accent = option.palette.color(QPalette.ColorRole.Highlight)
+            fill = mix(base, accent, 0.28 if colors.dark else 0.16) if selected else colors.hover
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(fill)
+            painter.drawRoundedRect(QRectF(rect), 8, 8)
+        title_font, small_font = self._fonts(option)
+        if selected:
+            title_font.setWeight(QFont.Weight.DemiBold)
+        inner = rect.adjusted(ROW_PAD_X, ROW_PAD_Y, -ROW_PAD_X, -ROW_PAD_Y)
+        title_fm = QFontMetrics(title_font)
+        painter.setFont(title_font)
+        painter.setPen(colors.text)
+        title_rect = QRect(inner.x(), inner.y(), inner.width(), title_fm.height())
+        painter.drawText(
+            title_rect,
+            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+            title_fm.elidedText(summary.title or "New chat", Qt.TextElideMode.ElideRight, inner.width()),
+        )
+        small_fm = QFontMetrics(small_font)
+        painter.setFont(small_font)
+        line = QRect(inner.x(), title_rect.bottom() + 3, inner.width(), small_fm.height())
+        busy = self._owner.busy_text(summary.id)
+        if busy is not None:
+            radius = 3.0
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(colors.accent)
+            painter.drawEllipse(QRectF(line.x(), line.center().y() - radius + 1, 2 * radius, 2 * radius))
+            painter.setPen(colors.accent)
+            text_rect = line.adjusted(int(2 * radius + 6), 0, 0, 0)
+            text = small_fm.elidedText(busy or "generating…", Qt.TextElideMode.ElideRight, text_rect.width())
+            painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
+        else:
+            painter.setPen(colors.muted)
+            text = relative_time(summary.updated_at, self._owner.now())
+            if summary.preview and self._owner.search_text():
+                text = f"{text} · {summary.preview}"
+            text = small_fm.elidedText(text, Qt.TextElideMode.ElideRight, line.width())
+            painter.drawText(line, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
+        painter.restore()
+
+    def createEditor(
+        self, parent: QWidget, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> QWidget:
+        editor = QLineEdit(parent)
+        editor.setFrame(True)
+        return editor
+
+    def setEditorData(self, editor: QWidget, index: QModelIndex | QPersistentModelIndex) -> None:
+        assert isinstance(editor, QLineEdit)
+        summary: ConversationSummary = index.data(SUMMARY_ROLE)
+        editor.setText(summary.title)
+        editor.selectAll()
+
+    def setModelData(
+        self, editor: QWidget, model: QAbstractItemModel, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        assert isinstance(editor, QLineEdit)
+        summary: ConversationSummary = index.data(SUMMARY_ROLE)
+        self._owner.rename(summary.id, editor.text())
+
+    def updateEditorGeometry(
+        self, editor: QWidget, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        rect = QRect(option.rect).adjusted(8, 4, -8, -4)
+        editor.setGeometry(rect.x(), rect.y(), rect.width(), min(rect.height(), editor.sizeHint().height()))
+
+
+class _List(QListWidget):
+    delete_pressed = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Delete and self.state() != QAbstractItemView.State.EditingState:
+            self.delete_pressed.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class ConversationList(QWidget):
+    """Conversations, most recent first.
+
+    Searching filters titles at once and emits ``search_changed`` (debounced) so the owner
+    can search contents too and answer with ``set_conversations(matches)``. Deleting hides
+    the conversation, emits ``delete_requested`` and offers Undo for a few seconds:
+    ``undo_delete_requested`` if taken, ``delete_committed`` when the offer ends.
+    """
+
+    new_requested = Signal()
+    selected = Signal(object)  # conversation id, when the user picks one
+    rename_requested = Signal(object, str)  # id, new title
+    delete_requested = Signal(object)
+    undo_delete_requested = Signal(object)
+    delete_committed = Signal(object)  # the undo offer for this id is over
+    search_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._all: dict[ConversationId, ConversationSummary] = {}
+        self._answer_ids: set[ConversationId] = set()  # content matches for the search
+        self._busy: dict[ConversationId, str] = {}
+        self._deleted: ConversationSummary | None = None  # waiting for undo
+        self._current: ConversationId | None = None
+        self._updating = False
+        self._now: datetime | None = None
+
+        self.new_button = QPushButton("New chat")
+        self.new_button.setObjectName("newChat")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.clicked.connect(self.new_requested)
+        self.search = QLineEdit()
+        self.search.setObjectName("chatSearch")
+        self.search.setPlaceholderText("Search chats")
+        self.search.setClearButtonEnabled(True)
+        self.search.setToolTip("Search titles and messages (Ctrl+K)")
+        self.search.textChanged.connect(self._search_edited)
+        self.search.installEventFilter(self)
+
+        self.list = _List()
+        self.list.setObjectName("conversationList")
+        self.list.setItemDelegate(_Delegate(self))
+        self.list.setFrameShape(QFrame.Shape.NoFrame)
+        self.list.setMouseTracking(True)
+        self.list.setUniformItemSizes(True)
+        self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.list.setEditTriggers(
+            QAbstractItemView.EditTrigger.DoubleClicked | QAbstractItemView.EditTrigger.EditKeyPressed
+        )
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._context_menu)
+        self.list.currentItemChanged.connect(self._current_changed)
+        self.list.delete_pressed.connect(self._delete_current)
+        self.list.viewport().setAutoFillBackground(False)
+
+        self.empty_label = QLabel()
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setEnabled(False)
+
+        self.undo_bar = QFrame()
+        self.undo_bar.setObjectName("undoBar")
+        undo_layout = QHBoxLayout(self.undo_bar)
+        undo_layout.setContentsMargins(10, 4, 4, 4)
+        self.undo_label = QLabel()
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setObjectName("undoDelete")
+        self.undo_button.clicked.connect(self.undo_delete)
+        undo_layout.addWidget(self.undo_label, 1)
+        undo_layout.addWidget(self.undo_button)
+        self.undo_bar.hide()
+
+        top = QHBoxLayout()
+        top.setContentsMargins(8, 8, 8, 4)
+        top.addWidget(self.search, 1)
+        top.addWidget(self.new_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(top)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.empty_label, 1)
+        layout.addWidget(self.undo_bar)
+        self.undo_bar.setStyleSheet(
+            "QFrame#undoBar { background: palette(alternate-base); border-top: 1px solid palette(mid); }"
+        )
+
+        self._undo_timer = QTimer(self)
+        self._undo_timer.setSingleShot(True)
+        self._undo_timer.setInterval(UNDO_SECONDS * 1000)
+        self._undo_timer.timeout.connect(self._undo_expired)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DEBOUNCE_MS)
+        self._search_timer.timeout.connect(lambda: self.search_changed.emit(self.search_text()))
+        self._clock = QTimer(self)  # "5 min ago" must not go stale
+        self._clock.setInterval(60_000)
+        self._clock.timeout.connect(self.list.viewport().update)
+        self._clock.start()
+        self._refill()
+
+    # -- public -----------------------------------------------------------------------
+
+    def set_conversations(self, conversations: Iterable[ConversationSummary]) -> None:
+        """The conversations to list: all of them, or, while a search is typed, the ones
+        that match it (by title or content)."""
+        items = [c for c in conversations if self._deleted is None or c.id != self._deleted.id]
+        if self.search_text():
+            for c in items:
+                self._all[c.id] = c
+            self._answer_ids = {c.id for c in items}
+        else:
+            self._all = {c.id: c for c in items}
+            self._answer_ids = set()
+        self._refill()
+
+    def upsert(self, conversation: ConversationSummary) -> None:
+        """Add one conversation or update its title or time (it moves to its place)."""
+        self._all[conversation.id] = conversation
+        self._refill()
+
+    def remove(self, conversation_id: ConversationId) -> None:
+        """Forget a conversation without the undo offer (deleted elsewhere)."""
+        self._all.pop(conversation_id, None)
+        self._busy.pop(conversation_id, None)
+        self._refill()
+
+    def conversations(self) -> tuple[ConversationSummary, ...]:
+        return tuple(self._sorted(self._all.values()))
+
+    def set_current(self, conversation_id: ConversationId | None) -> None:
+        """Select a conversation without emitting ``selected``."""
+        self._current = conversation_id
+        self._updating = True
+        try:
+            item = self._item(conversation_id)
+            self.list.setCurrentItem(item)  # None clears
+            if item is not None:
+                self.list.scrollToItem(item)
+        finally:
+            self._updating = False
+
+    def current_id(self) -> ConversationId | None:
+        return self._current
+
+    def set_busy(self, conversation_id: ConversationId, busy: bool, progress_text: str = "") -> None:
+        """Show that a conversation is generating (and how far, e.g. "reading 42%")."""
+        if busy:
+            self._busy[conversation_id] = progress_text
+        else:
+            self._busy.pop(conversation_id, None)
+        item = self._item(conversation_id)
+        if item is not None:
+            self.list.update(self.list.indexFromItem(item))
+
+    def busy_text(self, conversation_id: ConversationId) -> str | None:
+        return self._busy.get(conversation_id)
+
+    def start_rename(self, conversation_id: ConversationId) -> None:
+        item = self._item(conversation_id)
+        if item is not None:
+            # Edit in place without selecting it: renaming is not opening.
+            self.list.scrollToItem(item)
+            self.list.editItem(item)
+
+    def rename(self, conversation_id: ConversationId, title: str) -> None:
+        """Rename (what the inline editor does): emits ``rename_requested`` when the title
+        really changes; an empty title keeps the old one."""
+        title = " ".join(title.split())
+        old = self._all.get(conversation_id)
+        if old is None or not title or title == old.title:
+            return
+        self._all[conversation_id] = ConversationSummary(old.id, title, old.updated_at, old.preview)
+        self._refill()
+        self.rename_requested.emit(conversation_id, title)
+
+    def request_delete(self, conversation_id: ConversationId) -> None:
+        """Delete (what the menu and the Delete key do): hide it, emit ``delete_requested``
+        and offer Undo for UNDO_SECONDS."""
+        summary = self._all.pop(conversation_id, None)
+        if summary is None:
+            return
+        if self._deleted is not None:
+            self._undo_expired()  # one undo at a time: the previous delete is now final
+        self._deleted = summary
+        self._busy.pop(conversation_id, None)
+        was_current = conversation_id == self._current
+        self._refill()
+        self.undo_label.setText(f"Deleted “{_short(summary.title)}”")
+        self.undo_bar.show()
+        self._undo_timer.start()
+        self.delete_requested.emit(conversation_id)
+        if was_current:
+            self._current = None
+
+    def undo_delete(self) -> None:
+        summary, self._deleted = self._deleted, None
+        self._undo_timer.stop()
+        self.undo_bar.hide()
+        if summary is None:
+            return
+        self._all[summary.id] = summary
+        self._refill()
+        self.undo_delete_requested.emit(summary.id)
+
+    def undo_pending(self) -> ConversationId | None:
+        return None if self._deleted is None else self._deleted.id
+
+    def focus_search(self) -> None:
+        self.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.search.selectAll()
+
+    def search_text(self) -> str:
+        return self.search.text().strip()
+
+    def visible_ids(self) -> list[ConversationId]:
+        return [
+            self.list.item(i).data(ID_ROLE)
+            for i in range(self.list.count())
+            if not self.list.item(i).isHidden()
+        ]
+
+    def set_now(self, now: datetime | None) -> None:
+        """Freeze "now" for relative times (tests and screenshots); None: the clock."""
+        self._now = now
+        self.list.viewport().update()
+
+    def now(self) -> datetime:
+        return self._now or datetime.now()
+
+    # -- internals --------------------------------------------------------------------
+
+    def _sorted(self, conversations: Iterable[ConversationSummary]) -> list[ConversationSummary]:
+        return sorted(conversations, key=lambda c: _sort_key(c.updated_at), reverse=True)
+
+    def _refill(self) -> None:
+        """Rebuild the rows from ``_all`` (a few hundred items: cheap), keeping the current
+        conversation selected and the scroll position."""
+        scroll = self.list.verticalScrollBar().value()
+        self._updating = True
+        try:
+            self.list.clear()
+            for summary in self._sorted(self._all.values()):
+                item = QListWidgetItem(summary.title)
+                item.setData(ID_ROLE, summary.id)
+                item.setData(SUMMARY_ROLE, summary)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+                if summary.preview:
+                    item.setToolTip(summary.preview)
+                self.list.addItem(item)
+            self._apply_filter()
+            current = self._item(self._current)
+            if current is not None:
+                self.list.setCurrentItem(current)
+        finally:
+            self._updating = False
+        self.list.verticalScrollBar().setValue(scroll)
+
+    def _apply_filter(self) -> None:
+        query = self.search_text().casefold()
+        shown = 0
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            summary: ConversationSummary = item.data(SUMMARY_ROLE)
+            visible = not query or query in summary.title.casefold() or summary.id in self._answer_ids
+            item.setHidden(not visible)
+            shown += visible
+        if shown:
+            self.empty_label.hide()
+            self.list.show()
+        else:
+            self.list.hide()
+            self.empty_label.setText(
+                f"No conversations match “{_short(self.search_text())}”."
+                if query
+                else "No conversations yet."
+            )
+            self.empty_label.show()
+
+    def _search_edited(self, _text: str) -> None:
+        if not self.search_text():
+            self._answer_ids = set()
+        self._apply_filter()  # instant: titles only
+        self._search_timer.start()  # then contents, by the owner
+
+    def _item(self, conversation_id: ConversationId | None) -> QListWidgetItem | None:
+        if conversation_id is None:
+            return None
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if item.data(ID_ROLE) == conversation_id:
+                return item
+        return None
+
+    def _current_changed(self, current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
+        if self._updating or current is None:
+            return
+        conversation_id = current.data(ID_ROLE)
+        if conversation_id != self._current:
+            self._current = conversation_id
+            self.selected.emit(conversation_id)
+
+    def _delete_current(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.request_delete(item.data(ID_ROLE))
+
+    def _context_menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        conversation_id = item.data(ID_ROLE)
+        menu = QMenu(self)
+        menu.addAction("Rename", lambda: self.start_rename(conversation_id))
+        menu.addAction("Delete", lambda: self.request_delete(conversation_id))
+        menu.exec(self.list.viewport().mapToGlobal(pos))
+
+    def _undo_expired(self) -> None:
+        summary, self._deleted = self._deleted, None
+        self._undo_timer.stop()
+        self.undo_bar.hide()
+        if summary is not None:
+            self.delete_committed.emit(summary.id)
+
+    def eventFilter(self, watched: object, event: QEvent) -> bool:
+        # Down arrow from the search box moves into the list; Esc clears the search.
+        if watched is self.search and event.type() == QEvent.Type.KeyPress:
+            key = event.key()  # type: ignore[attr-defined]
+            if key == Qt.Key.Key_Down and self.list.count():
+                self.list.setFocus()
+                return True
+            if key == Qt.Key.Key_Escape and self.search.text():
+                self.search.clear()
+                return True
+        return super().eventFilter(watched, event)  # type: ignore[arg-type]
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _sort_key(when: datetime) -> float:
+    # Mixed naive/aware datetimes from different sources must still sort.
+    return when.timestamp()

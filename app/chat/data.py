@@ -1,0 +1,209 @@
+"""Value types the chat widgets take and give: plain frozen dataclasses, so the lead can
+build them from the store and the engine without the widgets knowing either."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtGui import QImage
+
+from engine.chat import Role
+from engine.requests import StopReason
+
+if TYPE_CHECKING:
+    from engine.requests import Completion
+
+MessageId = Hashable
+"""Whatever the store uses (int row ids or uuids); widgets only compare and hash them."""
+
+ConversationId = Hashable
+
+
+class MessageState(enum.Enum):
+    DONE = "done"
+    PENDING = "pending"  # submitted, no token yet: queued or reading the prompt
+    STREAMING = "streaming"
+    INTERRUPTED = "interrupted"  # the app stopped mid-reply (found so after a restart)
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # the user pressed Stop
+
+    @property
+    def active(self) -> bool:
+        return self in (MessageState.PENDING, MessageState.STREAMING)
+
+
+class MessageAction(enum.Enum):
+    COPY = "Copy"
+    EDIT = "Edit"
+    REGENERATE = "Regenerate"
+    CONTINUE = "Continue"
+
+
+STOP_REASON_TEXT: dict[StopReason, str] = {
+    StopReason.STOP_TOKEN: "end of turn",
+    StopReason.STOP_STRING: "stop string",
+    StopReason.LENGTH: "max tokens reached",
+    StopReason.CONTEXT_FULL: "context full",
+    StopReason.CANCELLED: "stopped",
+}
+
+
+@dataclass(frozen=True)
+class ImageThumb:
+    """An image shown with a message: encoded bytes (PNG, JPEG...) or a decoded QImage."""
+
+    data: bytes | QImage
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ReplyStats:
+    """What the line under a finished reply says; built from an engine Completion."""
+
+    decode_tokens_per_second: float
+    ttft: float  # seconds from submit to the first token
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    stop_reason: StopReason
+    drafted: int = 0
+    accepted: int = 0
+    prefill_tokens_per_second: float = 0.0
+    queued: float = 0.0
+    decode_seconds: float = 0.0
+
+    @classmethod
+    def from_completion(cls, completion: Completion) -> ReplyStats:
+        t = completion.timings
+        u = completion.usage
+        return cls(
+            decode_tokens_per_second=t.decode_tokens_per_second,
+            ttft=t.ttft,
+            prompt_tokens=u.prompt_tokens,
+            cached_tokens=u.cached_tokens,
+            completion_tokens=u.completion_tokens,
+            stop_reason=completion.stop_reason,
+            drafted=completion.drafted,
+            accepted=completion.accepted,
+            prefill_tokens_per_second=t.prefill_tokens_per_second,
+            queued=t.queued,
+            decode_seconds=t.decode_seconds,
+        )
+
+    def summary(self) -> str:
+        """One line: ``41.3 tok/s · 0.28 s to first token · 1,234 prompt tokens, 1,100 from
+        cache · end of turn`` (and ``· 12 / 20 drafts accepted`` with speculation)."""
+        parts = [
+            f"{self.decode_tokens_per_second:.1f} tok/s",
+            f"{format_seconds(self.ttft)} to first token",
+            f"{self.prompt_tokens:,} prompt tokens"
+            + (f", {self.cached_tokens:,} from cache" if self.cached_tokens else ""),
+            STOP_REASON_TEXT[self.stop_reason],
+        ]
+        if self.drafted > 0:
+            parts.append(f"{self.accepted:,} / {self.drafted:,} drafts accepted")
+        return " · ".join(parts)
+
+    def details(self) -> str:
+        """The tooltip: every number, one per line, for "why was this slow?"."""
+        lines = [
+            f"Generated {self.completion_tokens:,} tokens at {self.decode_tokens_per_second:.1f} tok/s"
+            + (f" in {format_seconds(self.decode_seconds)}" if self.decode_seconds else ""),
+            f"First token after {format_seconds(self.ttft)}"
+            + (f" (waited {format_seconds(self.queued)} in the queue)" if self.queued >= 0.01 else ""),
+            f"Prompt: {self.prompt_tokens:,} tokens, {self.cached_tokens:,} reused from cache, "
+            f"{max(0, self.prompt_tokens - self.cached_tokens):,} read"
+            + (
+                f" at {self.prefill_tokens_per_second:,.0f} tok/s"
+                if self.prefill_tokens_per_second and self.prompt_tokens > self.cached_tokens
+                else ""
+            ),
+            f"Stopped: {STOP_REASON_TEXT[self.stop_reason]}",
+        ]
+        if self.drafted > 0:
+            rate = 100.0 * self.accepted / self.drafted
+            lines.append(
+                f"Speculation: {self.accepted:,} of {self.drafted:,} drafted tokens accepted ({rate:.0f}%)"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for storing beside the message."""
+        return {
+            "decode_tokens_per_second": self.decode_tokens_per_second,
+            "ttft": self.ttft,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "completion_tokens": self.completion_tokens,
+            "stop_reason": self.stop_reason.value,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "prefill_tokens_per_second": self.prefill_tokens_per_second,
+            "queued": self.queued,
+            "decode_seconds": self.decode_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplyStats:
+        values = dict(data)
+        values["stop_reason"] = StopReason(values["stop_reason"])
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+@dataclass(frozen=True)
+class MessageData:
+    id: MessageId
+    role: Role
+    text: str
+    state: MessageState = MessageState.DONE
+    images: tuple[ImageThumb, ...] = ()
+    stats: ReplyStats | None = None
+    error: str = ""  # FAILED: the engine's one-line human message
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role", Role(self.role))
+        object.__setattr__(self, "images", tuple(self.images))
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """An image the user attached in the composer: the file's bytes, as read."""
+
+    data: bytes
+    name: str
+    mime_type: str = ""
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    id: ConversationId
+    title: str
+    updated_at: datetime
+    preview: str = ""  # e.g. the matching text when listed as a search result
+
+
+def format_seconds(seconds: float) -> str:
+    """``85 ms``, ``0.42 s``, ``3.1 s``, ``2 min 5 s``."""
+    if seconds < 0.1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
+def format_prefill(done: int, total: int, cached: int, images_done: int = 0, images_total: int = 0) -> str:
+    """``reading 1,200 / 3,400 tokens, 2,100 from cache`` (``, 1 / 2 images`` with images)."""
+    text = f"reading {done:,} / {total:,} tokens"
+    if cached:
+        text += f", {cached:,} from cache"
+    if images_total:
+        text += f", {images_done} / {images_total} images"
+    return text

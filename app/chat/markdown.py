@@ -1,0 +1,274 @@
+"""Model output (Markdown) to the HTML subset QTextDocument understands.
+
+The text comes from a model and is untrusted: raw HTML is escaped (markdown-it with
+``html=False`` shows ``<script>`` as text), links are limited to what markdown-it's
+link validation allows (no ``javascript:``), and Markdown images are shown as links
+instead of being loaded, so a reply can neither fetch a URL nor read a local file just by
+being displayed.
+
+Code blocks are highlighted with Pygments using inline styles (QTextDocument has no class
+selectors worth relying on) and get a header with the language and a ``copy:<index>``
+link that the view turns into "copy this block to the clipboard".
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import TextLexer, get_lexer_by_name
+from pygments.styles import get_style_by_name
+from pygments.util import ClassNotFound
+
+COPY_SCHEME = "copy"
+"""Anchors ``copy:<n>`` copy the n-th code block of the message they are in."""
+
+# Highlighting a huge block costs more than it helps (and the block is still shown, plain).
+MAX_HIGHLIGHT_CHARS = 60_000
+HIGHLIGHT_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class MarkdownStyle:
+    """Colours the HTML needs (hex strings). Hashable: part of the render cache key, so
+    a palette change (light <-> dark) renders again instead of reusing stale colours."""
+
+    dark: bool = False
+    code_background: str = "#f6f8fa"
+    code_header: str = "#eaeef2"
+    code_border: str = "#d0d7de"
+    inline_code_background: str = "#eff1f3"
+    muted: str = "#6e7781"
+    link: str = "#0969da"
+    monospace_family: str = "monospace"
+
+    @property
+    def pygments_style(self) -> str:
+        # Both styles were drawn for backgrounds close to the ones above.
+        return "github-dark" if self.dark else "default"
+
+
+@dataclass(frozen=True)
+class RenderedMarkdown:
+    html: str
+    code_blocks: tuple[str, ...]  # raw code, indexed by the n in ``copy:<n>``
+
+
+def code_block_index(href: str) -> int | None:
+    """The code block a ``copy:<n>`` anchor points at, or None for any other link."""
+    scheme, _, rest = href.partition(":")
+    if scheme != COPY_SCHEME or not rest.isdigit():
+        return None
+    return int(rest)
+
+
+class MarkdownRenderer:
+    """Renders Markdown to HTML for one ``MarkdownStyle``. Stateless between calls apart
+    from parser setup, so one instance serves every message."""
+
+    def __init__(self, style: MarkdownStyle | None = None) -> None:
+        self.style = style or MarkdownStyle()
+        self._formatter = HtmlFormatter(noclasses=True, nowrap=True, style=self.style.pygments_style)
+        pyg_style = get_style_by_name(self.style.pygments_style)
+        self._code_fg = _style_foreground(pyg_style)
+        self._highlighted: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # "breaks": models put single newlines where they mean one (poems, addresses,
+        # step lists without blank lines); CommonMark would join those lines.
+        self._md = MarkdownIt("commonmark", {"html": False, "breaks": True})
+        self._md.enable(["table", "strikethrough"])
+        rules: dict[str, Any] = {
+            "fence": self._render_fence,
+            "code_block": self._render_fence,
+            "code_inline": self._render_code_inline,
+            "image": self._render_image,
+            "table_open": self._render_table_open,
+            "th_open": self._render_cell_open,
+            "td_open": self._render_cell_open,
+        }
+        for name, rule in rules.items():
+            self._md.add_render_rule(name, _unbound(rule))
+
+    def render(self, text: str, code_index_start: int = 0) -> RenderedMarkdown:
+        """HTML for ``text``; its code blocks get ``copy:<n>`` links numbered from
+        ``code_index_start`` (a reply rendered in pieces numbers them across pieces)."""
+        env: dict[str, Any] = {"code_blocks": [], "code_index_start": code_index_start}
+        # A trailing newline after the last tag becomes a trailing space in QTextDocument.
+        body = self._md.render(text, env).rstrip()
+        return RenderedMarkdown(html=body, code_blocks=tuple(env["code_blocks"]))
+
+    # -- render rules, called as (tokens, idx, options, env) -------------------------
+
+    def _render_fence(self, tokens: Sequence[Token], idx: int, _options: Any, env: dict[str, Any]) -> str:
+        token = tokens[idx]
+        code = token.content
+        if code.endswith("\n"):
+            code = code[:-1]
+        language = token.info.strip().split(maxsplit=1)[0] if token.info.strip() else ""
+        index = env["code_index_start"] + len(env["code_blocks"])
+        env["code_blocks"].append(code)
+        s = self.style
+        body = self._highlight(code, language)
+        label = html.escape(language) if language else "code"
+        # A one-column table is the only box with padding and a background that
+        # QTextDocument draws around a block; the header row carries the copy link.
+        return (
+            f'<table width="100%" cellspacing="0" cellpadding="6" border="1" '
+            f'style="border-collapse: collapse; border-color: {s.code_border}; border-style: solid; '
+            f'margin-top: 4px; margin-bottom: 10px;">'
+            f'<tr><td bgcolor="{s.code_header}" style="border-color: {s.code_border};">'
+            f'<table width="100%" cellspacing="0" cellpadding="0" border="0"><tr>'
+            f'<td><span style="color: {s.muted}; font-size: small;">{label}</span></td>'
+            f'<td align="right"><a href="{COPY_SCHEME}:{index}" style="color: {s.link}; '
+            f'text-decoration: none; font-size: small;">Copy</a></td></tr></table></td></tr>'
+            f'<tr><td bgcolor="{s.code_background}" style="border-color: {s.code_border};">'
+            f'<pre style="margin: 0; white-space: pre-wrap; font-family: {s.monospace_family}; '
+            f'color: {self._code_fg};">{body}</pre></td></tr></table>\n'
+        )
+
+    def _highlight(self, code: str, language: str) -> str:
+        if len(code) > MAX_HIGHLIGHT_CHARS:
+            return html.escape(code)
+        # Pygments is most of the cost of a render; while a reply streams its finished code
+        # blocks come back unchanged on every update, so they are highlighted only once.
+        key = (language, code)
+        cached = self._highlighted.get(key)
+        if cached is not None:
+            self._highlighted.move_to_end(key)
+            return cached
+        out = self._highlight_uncached(code, language)
+        self._highlighted[key] = out
+        while len(self._highlighted) > HIGHLIGHT_CACHE_SIZE:
+            self._highlighted.popitem(last=False)
+        return out
+
+    def _highlight_uncached(self, code: str, language: str) -> str:
+        lexer: Lexer
+        try:
+            lexer = get_lexer_by_name(language) if language else TextLexer()
+        except ClassNotFound:
+            lexer = TextLexer()
+        out = highlight(code, lexer, self._formatter)
+        # Pygments ends with a newline that would add an empty line inside <pre>.
+        return out[:-1] if out.endswith("\n") else out
+
+    def _render_code_inline(self, tokens: Sequence[Token], idx: int, _options: Any, _env: Any) -> str:
+        s = self.style
+        return (
+            f'<code style="background-color: {s.inline_code_background}; '
+            f'font-family: {s.monospace_family};">&nbsp;{html.escape(tokens[idx].content)}&nbsp;</code>'
+        )
+
+    def _render_image(self, tokens: Sequence[Token], idx: int, _options: Any, _env: Any) -> str:
+        token = tokens[idx]
+        src = str(token.attrGet("src") or "")
+        alt = html.escape(token.content or "image")
+        # Never an <img>: QTextDocument would load a local path (or ask for the URL).
+        return f'<a href="{html.escape(src, quote=True)}">[image: {alt}]</a>'
+
+    def _render_table_open(self, *_args: Any) -> str:
+        return (
+            f'<table cellspacing="0" cellpadding="5" border="1" '
+            f'style="border-collapse: collapse; border-color: {self.style.code_border}; '
+            f'border-style: solid; margin-bottom: 10px;">\n'
+        )
+
+    def _render_cell_open(self, tokens: Sequence[Token], idx: int, _options: Any, _env: Any) -> str:
+        token = tokens[idx]
+        tag = token.tag
+        align = ""
+        style = str(token.attrGet("style") or "")
+        if "text-align:" in style:
+            align = f' align="{style.split("text-align:", 1)[1].strip().rstrip(";")}"'
+        return f"<{tag}{align}>"
+
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+def stable_prefix_end(text: str, start: int = 0) -> int:
+    """Where the finished top-level blocks of ``text`` end, scanning from ``start`` (which
+    must itself be such a boundary): just after the last blank line that is outside a code
+    fence and followed by an unindented line. Blocks before it no longer change as more
+    text streams in, so they can be rendered once. Returns ``start`` when there is none.
+
+    Unindented, because an indented line after a blank one may continue a list item.
+    """
+    end = start
+    fence = ""
+    blank = False
+    pos = start
+    while pos < len(text):
+        newline = text.find("\n", pos)
+        line = text[pos:] if newline < 0 else text[pos:newline]
+        if fence:
+            stripped = line.strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence = ""
+        else:
+            if blank and line and not line[0].isspace():
+                end = pos
+            match = _FENCE.match(line)
+            if match:
+                fence = match.group(1)
+        blank = not line.strip() and not fence
+        if newline < 0:
+            break
+        pos = newline + 1
+    return end
+
+
+def _unbound(method: Any) -> Any:
+    """markdown-it binds each rule to its renderer with ``__get__`` (which rebinds even a
+    bound method); a plain function taking that renderer and ignoring it keeps ours."""
+
+    def rule(_renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+        return str(method(tokens, idx, options, env))
+
+    return rule
+
+
+def _style_foreground(style: Any) -> str:
+    """The default text colour of a Pygments style (its Token style), as ``#rrggbb``."""
+    from pygments.token import Token as PygToken
+
+    color = style.style_for_token(PygToken.Text).get("color") or ""
+    if color:
+        return f"#{color}"
+    return "#e6edf3" if _is_dark_hex(style.background_color) else "#1f2328"
+
+
+def _is_dark_hex(color: str) -> bool:
+    value = color.lstrip("#")
+    if len(value) == 3:
+        value = "".join(c * 2 for c in value)
+    try:
+        r, g, b = (int(value[i : i + 2], 16) for i in (0, 2, 4))
+    except ValueError:
+        return False
+    return (0.299 * r + 0.587 * g + 0.114 * b) < 128
+
+
+def default_stylesheet(style: MarkdownStyle) -> str:
+    """CSS for QTextDocument.setDefaultStyleSheet: tighter margins and smaller headings than
+    Qt's defaults, which are sized for documents, not chat replies."""
+    return (
+        "p { margin-top: 0px; margin-bottom: 8px; }"
+        "ul, ol { margin-top: 0px; margin-bottom: 8px; }"
+        "li { margin-bottom: 2px; }"
+        "h1 { font-size: x-large; margin-top: 6px; margin-bottom: 8px; }"
+        "h2 { font-size: large; margin-top: 6px; margin-bottom: 6px; }"
+        "h3, h4, h5, h6 { font-size: medium; margin-top: 4px; margin-bottom: 4px; }"
+        "blockquote { margin-left: 12px; margin-top: 0px; margin-bottom: 8px; "
+        f"color: {style.muted}; }}"
+        f"a {{ color: {style.link}; }}"
+        f"pre, code {{ font-family: {style.monospace_family}; }}"
+    )

@@ -1,0 +1,94 @@
+"""The one loaded model of the app: load with phases, cancel, unload, switch."""
+
+from __future__ import annotations
+
+import enum
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.errors import EngineError
+from engine.loaded_model import Engine, LoadedModel
+from engine.planner import LoadPhase, LoadPlan
+from engine.speculative import SpeculationConfig
+
+
+class SessionState(enum.Enum):
+    EMPTY = "empty"
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class ModelSession(QObject):
+    """Owns at most one LoadedModel. Loading another unloads the current one first."""
+
+    state_changed = Signal(object)  # SessionState
+    phase_started = Signal(object)  # LoadPhase
+    phase_progress = Signal(object, float)
+    phase_finished = Signal(object, float)
+    load_failed = Signal(object)  # EngineError
+    model_ready = Signal(object)  # LoadedModel
+    model_unloaded = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.model: LoadedModel | None = None
+        self.state = SessionState.EMPTY
+        self.error: EngineError | None = None
+        self.speculation: SpeculationConfig | None = None
+
+    @property
+    def plan(self) -> LoadPlan | None:
+        return self.model.plan if self.model is not None else None
+
+    @property
+    def ready_model(self) -> LoadedModel | None:
+        return self.model if self.state is SessionState.READY else None
+
+    def load(self, plan: LoadPlan, speculation: SpeculationConfig | None = None, force: bool = False) -> None:
+        self.unload()
+        self.error = None
+        self.speculation = speculation
+        model = LoadedModel(plan, force=force, speculation=speculation)
+        model.phase_started.connect(self.phase_started)
+        model.phase_progress.connect(self.phase_progress)
+        model.phase_finished.connect(self.phase_finished)
+        model.ready.connect(lambda m=model: self._on_ready(m))
+        model.load_failed.connect(lambda error, m=model: self._on_failed(m, error))
+        self.model = model
+        self._set_state(SessionState.LOADING)
+        model.start()
+
+    def cancel_load(self) -> None:
+        if self.model is not None and self.state is SessionState.LOADING:
+            self.model.cancel_load()
+
+    def unload(self) -> None:
+        model, self.model = self.model, None
+        if model is None:
+            return
+        model.unload(wait=True)
+        self._set_state(SessionState.EMPTY)
+        self.model_unloaded.emit()
+
+    def _on_ready(self, model: LoadedModel) -> None:
+        if model is not self.model:
+            return
+        self._set_state(SessionState.READY)
+        self.model_ready.emit(model)
+
+    def _on_failed(self, model: LoadedModel, error: EngineError) -> None:
+        if model is not self.model:
+            return
+        self.error = error
+        model.unload(wait=True)
+        self.model = None
+        self._set_state(SessionState.FAILED)
+        self.load_failed.emit(error)
+
+    def _set_state(self, state: SessionState) -> None:
+        self.state = state
+        self.state_changed.emit(state)
+
+
+__all__ = ["LoadPhase", "ModelSession", "SessionState"]

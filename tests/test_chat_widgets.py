@@ -1,0 +1,669 @@
+"""The chat widgets on their own (offscreen): Markdown, the message view (streaming,
+progress, stats, actions, 500-message performance), the composer, the conversation list
+and the sampling panel."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, Qt, QUrl
+from PySide6.QtGui import QColor, QGuiApplication, QImage, QTextDocument
+from PySide6.QtWidgets import QApplication, QLineEdit
+
+from app.chat import (
+    Composer,
+    ConversationList,
+    ConversationSummary,
+    ImageThumb,
+    MarkdownRenderer,
+    MessageAction,
+    MessageData,
+    MessageState,
+    MessageView,
+    Preset,
+    ReplyStats,
+    SamplingPanel,
+    SamplingSettings,
+    format_prefill,
+    relative_time,
+)
+from app.chat.demo import build_demo, dark_palette, sample_image, sample_messages
+from app.chat.markdown import stable_prefix_end
+from engine.chat import Role
+from engine.requests import Completion, StopReason, Timings, Usage
+
+CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone."
+
+
+def completion(**overrides: object) -> Completion:
+    values: dict[str, object] = {
+        "text": "hi",
+        "stop_reason": StopReason.STOP_TOKEN,
+        "usage": Usage(prompt_tokens=3_400, cached_tokens=2_100, completion_tokens=120),
+        "timings": Timings(
+            queued=0.0,
+            ttft=0.284,
+            prefill_seconds=0.4,
+            decode_seconds=2.9,
+            prefill_tokens_per_second=3_250.0,
+            decode_tokens_per_second=41.26,
+        ),
+    }
+    values.update(overrides)
+    return Completion(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def view(qtbot) -> MessageView:
+    widget = MessageView()
+    qtbot.addWidget(widget)
+    widget.resize(800, 600)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def conversation(n: int) -> list[MessageData]:
+    """n messages alternating user / assistant, with code in every third reply."""
+    out = []
+    for i in range(n):
+        if i % 2 == 0:
+            out.append(MessageData(f"m{i}", Role.USER, f"Question {i}: how would you do thing {i}?"))
+        else:
+            text = (CODE_REPLY if i % 3 == 0 else "") + (
+                f"\n\nReply {i}. **Bold**, *italic* and `code`. " + "Some words to wrap the line. " * 12
+            )
+            out.append(
+                MessageData(f"m{i}", Role.ASSISTANT, text, stats=ReplyStats.from_completion(completion()))
+            )
+    return out
+
+
+def click_point_of_anchor(view: MessageView, message_id: object, href: str) -> QPoint:
+    """Viewport coordinates of a link in a message, found through the real layout."""
+    i = view._index[message_id]
+    row = view._rows[i]
+    geom = row.geom
+    assert geom is not None
+    view._ensure_tops()
+    row_top = view._tops[i] - view.verticalScrollBar().value()
+    for doc, top, _height in view._body_documents(row):
+        block = doc.begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                if fragment.charFormat().anchorHref() == href:
+                    offset = fragment.position() - block.position() + 1
+                    line = block.layout().lineForTextPosition(offset)
+                    rect = doc.documentLayout().blockBoundingRect(block)
+                    x = rect.x() + line.cursorToX(offset)[0]
+                    y = rect.y() + line.y() + line.height() / 2
+                    return QPoint(
+                        view._column_x() + geom.body.x() + int(x),
+                        row_top + geom.body.y() + top + int(y),
+                    )
+                it += 1
+            block = block.next()
+    raise AssertionError(f"no {href} anchor drawn")
+
+
+def action_point(view: MessageView, message_id: object, action: MessageAction) -> QPoint:
+    i = view._index[message_id]
+    view._ensure_tops()
+    top = view._tops[i] - view.verticalScrollBar().value()
+    for a, rect in view._action_rects(i):
+        if a is action:
+            return QPoint(view._column_x() + rect.center().x(), top + rect.center().y())
+    raise AssertionError(f"{action} not offered")
+
+
+# -- Markdown ------------------------------------------------------------------------------
+
+
+def test_markdown_highlights_code_and_escapes_html(qapp) -> None:
+    rendered = MarkdownRenderer().render(
+        CODE_REPLY + "\n\n<script>alert(1)</script> <b>bold?</b>\n\n"
+        "[bad](javascript:alert(1)) ![pic](https://example.org/p.png) [ok](https://example.org)"
+    )
+    html = rendered.html
+    assert rendered.code_blocks == ("def add(a, b):\n    return a + b",)
+    assert 'href="copy:0"' in html
+    assert "<span style=" in html and "color" in html  # Pygments inline styles
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<b>" not in html
+    assert "<img" not in html and 'href="javascript' not in html
+    assert 'href="https://example.org"' in html
+    doc = QTextDocument()
+    doc.setHtml(html)
+    text = doc.toPlainText()
+    assert "<script>alert(1)</script>" in text  # shown, as text
+    assert "[image: pic]" in text
+
+
+def test_markdown_numbers_code_blocks_and_tolerates_unknown_languages() -> None:
+    rendered = MarkdownRenderer().render("```nosuchlang\na\n```\n\n    indented\n\n```\nb\n```")
+    assert rendered.code_blocks == ("a", "indented", "b")
+    assert all(f'href="copy:{i}"' in rendered.html for i in range(3))
+
+
+# -- message view -------------------------------------------------------------------------
+
+
+def test_code_block_copy_link_copies_the_code(qtbot, view: MessageView) -> None:
+    view.set_messages([MessageData("a", Role.ASSISTANT, CODE_REPLY)])
+    point = click_point_of_anchor(view, "a", "copy:0")
+    with qtbot.waitSignal(view.copied) as copied:
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert copied.args == ["def add(a, b):\n    return a + b"]
+    assert QGuiApplication.clipboard().text() == "def add(a, b):\n    return a + b"
+
+
+def test_streaming_rerenders_only_the_streaming_message(qtbot, view: MessageView) -> None:
+    view.set_messages(conversation(20))
+    qtbot.wait(50)
+    before = dict(view.render_counts)
+    view.append_message(MessageData("r", Role.ASSISTANT, "", state=MessageState.PENDING))
+    pieces = [f"token{i} " for i in range(60)] + ["\n```python\nx = 1\n```\n"]
+    for piece in pieces:
+        view.append_delta("r", piece)
+    qtbot.waitUntil(lambda: view.message("r").text == "".join(pieces) and not view._rows[-1].pending)
+    qtbot.wait(80)
+    assert view.message("r").state is MessageState.STREAMING
+    assert {k: v for k, v in view.render_counts.items() if k != "r"} == before
+    assert 1 <= view.render_counts["r"] <= 3  # 61 deltas, coalesced
+    view.set_state("r", MessageState.DONE, stats=ReplyStats.from_completion(completion()))
+    assert {k: v for k, v in view.render_counts.items() if k != "r"} == before
+    assert view.code_blocks("r") == ("x = 1",)
+    assert view.is_at_bottom()
+
+
+def test_long_streaming_reply_renders_in_pieces(qtbot, view: MessageView) -> None:
+    """Finished blocks of a long reply are frozen, so an update costs the tail only; code
+    blocks keep one numbering across pieces and the final reply is rendered whole."""
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    text = "".join(f"Part {k}. " + "words " * 60 + f"\n\n```python\nx = {k}\n```\n\n" for k in range(30))
+    costs = []
+    for start in range(0, len(text), 200):
+        view.append_delta("r", text[start : start + 200])
+        began = time.perf_counter()
+        view._flush_deltas()
+        view.viewport().repaint()
+        costs.append(time.perf_counter() - began)
+    stream = view._streams["r"]
+    assert len(stream.segments) > 5
+    assert view.code_blocks("r") == tuple(f"x = {k}" for k in range(30))
+    last = len(costs) // 4
+    print(
+        f"\nstreaming {len(text):,} chars: update max {max(costs) * 1000:.0f} ms, last quarter mean "
+        f"{sum(costs[-last:]) / last * 1000:.1f} ms, {len(stream.segments)} pieces"
+    )
+    # Late updates cost about what early ones did, not more with length (loose bound).
+    assert sum(costs[-last:]) / last < 0.05
+    view.scroll_to_bottom()
+    point = click_point_of_anchor(view, "r", "copy:29")
+    with qtbot.waitSignal(view.copied) as copied:
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert copied.args == ["x = 29"]
+    view.set_state("r", MessageState.DONE)
+    assert "r" not in view._streams and view.code_blocks("r") == tuple(f"x = {k}" for k in range(30))
+
+
+def test_stable_prefix_end() -> None:
+    text = "One.\n\nTwo.\n\n```py\nx\n\ny\n```\n\nTail"
+    assert text[stable_prefix_end(text) :] == "Tail"
+    assert stable_prefix_end("a\n\n- x\n\n  continued") == 3  # indented: may belong to the item
+    open_fence = "a\n\n```\ncode\n\nmore"
+    assert open_fence[stable_prefix_end(open_fence) :] == "```\ncode\n\nmore"
+    assert stable_prefix_end("no blank line yet") == 0
+
+
+def test_prefill_progress_text(view: MessageView) -> None:
+    assert format_prefill(1200, 3400, 2100) == "reading 1,200 / 3,400 tokens, 2,100 from cache"
+    assert format_prefill(10, 40, 0) == "reading 10 / 40 tokens"
+    assert format_prefill(10, 40, 0, images_done=1, images_total=2) == "reading 10 / 40 tokens, 1 / 2 images"
+    view.set_messages(
+        [MessageData("u", Role.USER, "hi"), MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)]
+    )
+    assert view.status_text("r") == "waiting for the model…"
+    view.set_queued("r", 2)
+    assert view.status_text("r") == "queued, 2 ahead"
+    view.set_prefill("r", 1200, 3400, 2100)
+    assert view.status_text("r") == "reading 1,200 / 3,400 tokens, 2,100 from cache"
+    view.append_delta("r", "Hello")
+    assert view.status_text("r") == ""  # the first token ends the progress line
+
+
+def test_reply_stats_line_from_a_completion(view: MessageView) -> None:
+    stats = ReplyStats.from_completion(completion())
+    assert stats.summary() == (
+        "41.3 tok/s · 0.28 s to first token · 3,400 prompt tokens, 2,100 from cache · end of turn"
+    )
+    speculative = ReplyStats.from_completion(
+        completion(drafted=40, accepted=31, stop_reason=StopReason.LENGTH)
+    )
+    assert speculative.summary().endswith("max tokens reached · 31 / 40 drafts accepted")
+    assert "31 of 40 drafted tokens accepted (78%)" in speculative.details()
+    assert ReplyStats.from_dict(speculative.to_dict()) == speculative
+    view.set_messages([MessageData("r", Role.ASSISTANT, "ok", stats=stats)])
+    assert view.stats_text("r") == stats.summary()
+
+
+def test_states_and_actions(qtbot, view: MessageView) -> None:
+    thumb = ImageThumb(sample_image(), "sunset.png")
+    view.set_messages(
+        [
+            MessageData("u1", Role.USER, "first", images=(thumb,)),
+            MessageData("a1", Role.ASSISTANT, "one"),
+            MessageData("u2", Role.USER, "second"),
+            MessageData("a2", Role.ASSISTANT, "half a rep", MessageState.INTERRUPTED),
+        ]
+    )
+    assert view.status_text("a2") == "Interrupted — continue or regenerate"
+    assert view.available_actions("a2") == (
+        MessageAction.COPY,
+        MessageAction.CONTINUE,
+        MessageAction.REGENERATE,
+    )
+    assert view.available_actions("a1") == (MessageAction.COPY,)  # not the last reply
+    assert view.available_actions("u1") == (MessageAction.COPY, MessageAction.EDIT)
+
+    with qtbot.waitSignal(view.continue_requested) as cont:
+        # Interrupted replies show their actions without hovering.
+        qtbot.mouseClick(
+            view.viewport(), Qt.MouseButton.LeftButton, pos=action_point(view, "a2", MessageAction.CONTINUE)
+        )
+    assert cont.args == ["a2"]
+
+    view.scroll_to_message("u1")
+    qtbot.mouseMove(view.viewport(), action_point(view, "u1", MessageAction.EDIT) - QPoint(0, 30))
+    point = action_point(view, "u1", MessageAction.EDIT)
+    qtbot.mouseMove(view.viewport(), point)
+    with qtbot.waitSignal(view.edit_requested) as edit:
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert edit.args == ["u1"]
+
+    view.set_state("a2", MessageState.FAILED, error="The image is larger than 4096 px.")
+    assert view.status_text("a2") == "The image is larger than 4096 px."
+    view.set_state("a2", MessageState.CANCELLED)
+    assert view.status_text("a2") == "Stopped"
+    with qtbot.waitSignal(view.regenerate_requested) as regen:
+        view.trigger_action("a2", MessageAction.REGENERATE)
+    assert regen.args == ["a2"]
+
+    view.append_message(MessageData("a3", Role.ASSISTANT, "", MessageState.PENDING))
+    assert view.available_actions("u1") == (MessageAction.COPY,)  # nothing to edit while busy
+    with qtbot.waitSignal(view.copied):
+        view.trigger_action("u2", MessageAction.COPY)
+    assert QGuiApplication.clipboard().text() == "second"
+
+
+def test_500_messages_stay_fast(qtbot, view: MessageView) -> None:
+    messages = conversation(500)
+    started = time.perf_counter()
+    view.set_messages(messages)
+    set_seconds = time.perf_counter() - started
+
+    started = time.perf_counter()
+    view.viewport().repaint()
+    first_paint = time.perf_counter() - started
+
+    started = time.perf_counter()
+    view.scroll_to_bottom()
+    view.viewport().repaint()
+    to_bottom = time.perf_counter() - started
+    assert view.is_at_bottom()
+
+    # Scroll up a page at a time (before and while the background pass measures rows),
+    # timing each frame: exact layout of newly visible rows plus the paint.
+    bar = view.verticalScrollBar()
+    frames = []
+    while bar.value() > 0 and len(frames) < 400:
+        started = time.perf_counter()
+        bar.setValue(bar.value() - bar.pageStep())
+        view.viewport().repaint()
+        frames.append(time.perf_counter() - started)
+        QApplication.processEvents()
+
+    started = time.perf_counter()
+    qtbot.waitUntil(lambda: view.measured_rows() == 500, timeout=20_000)
+    background = time.perf_counter() - started
+    print(
+        f"\n500 messages: set {set_seconds * 1000:.0f} ms, first paint {first_paint * 1000:.0f} ms, "
+        f"scroll to bottom {to_bottom * 1000:.0f} ms, {len(frames)} page scrolls: "
+        f"max {max(frames) * 1000:.0f} ms, mean {sum(frames) / len(frames) * 1000:.1f} ms; "
+        f"rest measured in the background within {background:.2f} s"
+    )
+    assert set_seconds < 2.0
+    assert first_paint < 0.5 and to_bottom < 0.5
+    assert max(frames) < 0.5  # ~30 ms here; loose for slow, shared CI machines
+    assert len(set(view.render_counts.values())) == 1  # every message rendered exactly once
+
+
+def test_reading_position_survives_background_measuring(qtbot, view: MessageView) -> None:
+    view.set_messages(conversation(300))
+    view.scroll_to_message("m150")
+    view.viewport().repaint()
+
+    def screen_y() -> int:
+        view._ensure_tops()
+        return view._tops[view._index["m150"]] - view.verticalScrollBar().value()
+
+    before = screen_y()
+    qtbot.waitUntil(lambda: view.measured_rows() == 300, timeout=20_000)
+    assert screen_y() == before
+    assert not view.is_at_bottom()
+
+
+def test_resize_keeps_following_the_bottom(qtbot, view: MessageView) -> None:
+    view.set_messages(conversation(60))
+    view.resize(500, 600)
+    qtbot.wait(30)
+    assert view.is_at_bottom()
+    qtbot.waitUntil(lambda: view.measured_rows() == 60, timeout=20_000)
+    assert view.is_at_bottom()
+
+
+def test_drag_selects_text_and_ctrl_c_copies(qtbot, view: MessageView) -> None:
+    view.set_messages([MessageData("a", Role.ASSISTANT, "alpha beta gamma")])
+    i = view._index["a"]
+    geom = view._rows[i].geom
+    top = view._tops[i] - view.verticalScrollBar().value()
+    y = top + geom.body.y() + geom.body.height() // 2
+    x0 = view._column_x() + geom.body.x()
+    qtbot.mousePress(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(x0 + 1, y))
+    qtbot.mouseMove(view.viewport(), QPoint(x0 + 400, y))
+    qtbot.mouseRelease(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(x0 + 400, y))
+    assert view.selected_text() == "alpha beta gamma"
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QGuiApplication.clipboard().text() == "alpha beta gamma"
+
+
+# -- composer -----------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def composer(qtbot) -> Composer:
+    widget = Composer()
+    qtbot.addWidget(widget)
+    widget.resize(600, 200)
+    widget.show()
+    return widget
+
+
+def test_enter_sends_and_shift_enter_adds_a_line(qtbot, composer: Composer) -> None:
+    qtbot.keyClicks(composer.input, "hello")
+    qtbot.keyClick(composer.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(composer.input, "world")
+    assert composer.text() == "hello\nworld"
+    with qtbot.waitSignal(composer.submitted) as sent:
+        qtbot.keyClick(composer.input, Qt.Key.Key_Return)
+    assert sent.args == ["hello\nworld", []]
+    assert composer.text() == ""
+
+    composer.set_send_on_enter(False)
+    qtbot.keyClicks(composer.input, "a")
+    qtbot.keyClick(composer.input, Qt.Key.Key_Return)
+    qtbot.keyClicks(composer.input, "b")
+    assert composer.text() == "a\nb"
+    with qtbot.waitSignal(composer.submitted) as sent:
+        qtbot.keyClick(composer.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert sent.args[0] == "a\nb"
+
+
+def test_nothing_to_send_sends_nothing(qtbot, composer: Composer) -> None:
+    with qtbot.assertNotEmitted(composer.submitted):
+        qtbot.keyClicks(composer.input, "   ")
+        qtbot.keyClick(composer.input, Qt.Key.Key_Return)
+    assert not composer.send_button.isEnabled()
+
+
+def test_escape_and_stop_while_generating(qtbot, composer: Composer) -> None:
+    with qtbot.waitSignal(composer.stop_requested):
+        qtbot.keyClick(composer.input, Qt.Key.Key_Escape)
+    composer.set_generating(True)
+    assert composer.send_button.text() == "Stop"
+    qtbot.keyClicks(composer.input, "next question")
+    with qtbot.assertNotEmitted(composer.submitted):
+        qtbot.keyClick(composer.input, Qt.Key.Key_Return)  # not while a reply streams
+    with qtbot.waitSignal(composer.stop_requested):
+        qtbot.mouseClick(composer.send_button, Qt.MouseButton.LeftButton)
+    composer.set_generating(False)
+    assert composer.send_button.text() == "Send"
+    assert composer.text() == "next question"
+
+
+def test_attachments_disabled_say_why(qtbot, composer: Composer, tmp_path: Path) -> None:
+    reason = "This model has no vision projector"
+    composer.set_attachments_enabled(False, reason)
+    assert not composer.attach_button.isEnabled()
+    assert composer.attach_button.toolTip() == reason
+    image = tmp_path / "a.png"
+    image.write_bytes(sample_image())
+    assert composer.attach_files([image]) == []
+    assert composer.error_label.isVisibleTo(composer) and composer.error_label.text() == reason
+    composer.set_attachments_enabled(True)
+    assert composer.attach_button.isEnabled()
+
+
+def test_paste_image_then_submit_carries_it(qtbot, composer: Composer) -> None:
+    image = QImage(40, 30, QImage.Format.Format_RGB32)
+    image.fill(QColor("#3366cc"))
+    mime = QMimeData()
+    mime.setImageData(image)
+    QGuiApplication.clipboard().setMimeData(mime)
+    composer.input.setFocus()
+    composer.input.paste()
+    assert len(composer.chips()) == 1
+    assert composer.thumbs.isVisibleTo(composer)
+    qtbot.keyClicks(composer.input, "what is this?")
+    with qtbot.waitSignal(composer.submitted) as sent:
+        qtbot.keyClick(composer.input, Qt.Key.Key_Return)
+    text, attachments = sent.args
+    assert text == "what is this?"
+    assert [a.name for a in attachments] == ["pasted image 1.png"]
+    assert attachments[0].mime_type == "image/png"
+    assert QImage.fromData(attachments[0].data).size() == image.size()
+    assert composer.chips() == []
+
+
+def test_files_dropped_or_chosen_and_removed(qtbot, composer: Composer, tmp_path: Path) -> None:
+    good = tmp_path / "photo.png"
+    good.write_bytes(sample_image())
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not an image")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(good)), QUrl.fromLocalFile(str(bad))])
+    assert composer.can_take(mime)
+    assert composer.take(mime)  # what a drop does
+    assert [a.name for a in composer.attachments()] == ["photo.png"]
+    assert "notes.txt is not an image" in composer.error_label.text()
+    composer.show_image_error("The engine refused photo.png: too large.")
+    assert composer.error_label.text() == "The engine refused photo.png: too large."
+    chip = composer.chips()[0]
+    qtbot.mouseClick(chip.remove_button, Qt.MouseButton.LeftButton)
+    assert composer.attachments() == ()
+
+
+def test_edit_mode_and_cancel(qtbot, composer: Composer) -> None:
+    composer.begin_edit("old text")
+    assert composer.is_editing() and composer.text() == "old text"
+    with qtbot.waitSignal(composer.edit_cancelled):
+        qtbot.keyClick(composer.input, Qt.Key.Key_Escape)
+    assert not composer.is_editing() and composer.text() == ""
+
+
+def test_input_grows_with_lines(qtbot, composer: Composer) -> None:
+    start = composer.input.height()
+    composer.set_text("\n".join(f"line {i}" for i in range(6)))
+    assert composer.input.height() > start
+    composer.set_text("\n".join(f"line {i}" for i in range(50)))
+    tall = composer.input.height()
+    assert tall < 20 * composer.input.fontMetrics().lineSpacing()  # capped, then scrolls
+
+
+# -- conversation list --------------------------------------------------------------------
+
+
+@pytest.fixture()
+def conversations(qtbot) -> ConversationList:
+    widget = ConversationList()
+    qtbot.addWidget(widget)
+    widget.resize(260, 500)
+    widget.show()
+    now = datetime(2025, 6, 12, 15, 0)
+    widget.set_now(now)
+    widget.set_conversations(
+        [
+            ConversationSummary("a", "Python sorting", now - timedelta(minutes=5)),
+            ConversationSummary("b", "Trip to Lisbon", now - timedelta(hours=2)),
+            ConversationSummary("c", "Pytest fixtures", now - timedelta(days=3)),
+        ]
+    )
+    return widget
+
+
+def test_delete_then_undo(qtbot, conversations: ConversationList) -> None:
+    with qtbot.waitSignal(conversations.delete_requested) as deleted:
+        conversations.request_delete("b")
+    assert deleted.args == ["b"]
+    assert conversations.visible_ids() == ["a", "c"]
+    assert conversations.undo_bar.isVisibleTo(conversations)
+    with qtbot.waitSignal(conversations.undo_delete_requested) as undone:
+        qtbot.mouseClick(conversations.undo_button, Qt.MouseButton.LeftButton)
+    assert undone.args == ["b"]
+    assert conversations.visible_ids() == ["a", "b", "c"]
+    assert not conversations.undo_bar.isVisibleTo(conversations)
+
+
+def test_delete_is_committed_when_the_undo_offer_ends(qtbot, conversations: ConversationList) -> None:
+    conversations._undo_timer.setInterval(50)
+    conversations.request_delete("a")
+    with qtbot.waitSignal(conversations.delete_committed, timeout=2000) as committed:
+        pass
+    assert committed.args == ["a"]
+    assert not conversations.undo_bar.isVisibleTo(conversations)
+    # A second delete while an undo is on offer makes the first final.
+    conversations._undo_timer.setInterval(10_000)
+    conversations.request_delete("b")
+    with qtbot.waitSignal(conversations.delete_committed) as first:
+        conversations.request_delete("c")
+    assert first.args == ["b"] and conversations.undo_pending() == "c"
+
+
+def test_search_filters_titles_at_once_then_takes_content_matches(
+    qtbot, conversations: ConversationList
+) -> None:
+    with qtbot.waitSignal(conversations.search_changed, timeout=2000) as searched:
+        qtbot.keyClicks(conversations.search, "py")
+        assert conversations.visible_ids() == ["a", "c"]  # titles, before the owner answers
+    assert searched.args == ["py"]
+    conversations.search.clear()
+    assert conversations.visible_ids() == ["a", "b", "c"]
+    qtbot.keyClicks(conversations.search, "pastel")
+    assert conversations.visible_ids() == []
+    assert conversations.empty_label.isVisibleTo(conversations)
+    # The owner found the word in the messages of "b".
+    now = conversations.now()
+    conversations.set_conversations([ConversationSummary("b", "Trip to Lisbon", now, "…pastel de nata…")])
+    assert conversations.visible_ids() == ["b"]
+    conversations.search.clear()
+    assert conversations.visible_ids() == ["b", "a", "c"]  # b was updated just now
+
+
+def test_rename_select_and_busy(qtbot, conversations: ConversationList) -> None:
+    with qtbot.waitSignal(conversations.rename_requested) as renamed:
+        conversations.rename("c", "  Pytest   fixture scopes ")
+    assert renamed.args == ["c", "Pytest fixture scopes"]
+    with qtbot.assertNotEmitted(conversations.rename_requested):
+        conversations.rename("c", "   ")
+    conversations.start_rename("b")  # inline, as F2 or double-click do
+    editor = conversations.list.viewport().findChild(QLineEdit)
+    assert editor is not None and editor.text() == "Trip to Lisbon"
+    editor.setText("Lisbon, 4 days")
+    with qtbot.waitSignal(conversations.rename_requested) as renamed:
+        qtbot.keyClick(editor, Qt.Key.Key_Return)
+    assert renamed.args == ["b", "Lisbon, 4 days"]
+    with qtbot.waitSignal(conversations.selected) as selected:
+        conversations.list.setCurrentRow(1)
+    assert selected.args == ["b"]
+    conversations.set_busy("a", True, "reading 42%")
+    assert conversations.busy_text("a") == "reading 42%"
+    conversations.set_busy("a", False)
+    assert conversations.busy_text("a") is None
+    with qtbot.waitSignal(conversations.new_requested):
+        qtbot.mouseClick(conversations.new_button, Qt.MouseButton.LeftButton)
+
+
+def test_relative_time() -> None:
+    now = datetime(2025, 6, 12, 15, 0)  # a Thursday
+    assert relative_time(now - timedelta(seconds=20), now) == "just now"
+    assert relative_time(now - timedelta(minutes=5), now) == "5 min ago"
+    assert relative_time(now - timedelta(hours=3), now) == "3 h ago"
+    assert relative_time(now - timedelta(hours=20), now) == "yesterday"
+    assert relative_time(now - timedelta(days=3), now) == "Monday"
+    assert relative_time(now - timedelta(days=30), now) == "13 May"
+    assert relative_time(now - timedelta(days=400), now) == "8 May 2024"
+
+
+# -- sampling panel -----------------------------------------------------------------------
+
+
+def test_sampling_presets_and_changes(qtbot) -> None:
+    panel = SamplingPanel()
+    qtbot.addWidget(panel)
+    assert panel.current_preset() is Preset.BALANCED
+    with qtbot.waitSignal(panel.changed) as changed:
+        panel.preset.activated.emit(panel.preset.findData(Preset.PRECISE))
+    assert changed.args[0].temperature == 0.2 and panel.temperature.value() == pytest.approx(0.2)
+
+    with qtbot.waitSignal(panel.changed) as changed:
+        panel.apply_preset(Preset.GREEDY)
+    greedy = changed.args[0]
+    assert greedy.temperature == 0.0 and greedy.top_k == 0
+    assert not panel.top_p.isEnabled()  # ignored by greedy decoding, and shown so
+    greedy.to_params().validate()
+
+    with qtbot.waitSignal(panel.changed) as changed:
+        panel.temperature.setValue(0.9)
+    assert panel.preset.currentText() == "Custom" and changed.args[0].temperature == 0.9
+
+    with qtbot.waitSignal(panel.changed) as changed:
+        panel.seed.setText("1234")
+    assert changed.args[0].seed == 1234 and changed.args[0].to_params().seed == 1234
+    with qtbot.waitSignal(panel.changed) as changed:
+        panel.seed.clear()
+    assert changed.args[0].seed is None  # blank: random
+
+    with qtbot.waitSignal(panel.changed, timeout=2000) as changed:
+        panel.system_prompt.setPlainText("Answer like a pirate.")
+    assert changed.args[0].system_prompt == "Answer like a pirate."
+
+    stored = SamplingSettings(system_prompt="Be brief.", temperature=0.3, max_tokens=300, seed=7)
+    with qtbot.assertNotEmitted(panel.changed):
+        panel.set_settings(stored)
+    assert panel.settings() == stored and panel.max_tokens.value() == 300
+    assert SamplingSettings.from_dict({**stored.to_dict(), "future_key": 1}) == stored
+
+
+# -- the whole set, painted ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dark", [False, True])
+def test_demo_paints_in_light_and_dark(qtbot, dark: bool) -> None:
+    window = build_demo()
+    qtbot.addWidget(window)
+    if dark:
+        window.setPalette(dark_palette())
+    window.show()
+    qtbot.waitExposed(window)
+    view = window.view  # type: ignore[attr-defined]
+    assert len(view) == len(sample_messages())
+    image = window.grab().toImage()
+    assert not image.isNull()
+    background = image.pixelColor(image.width() // 2, 20)
+    assert (background.lightness() < 128) == dark  # palette-following, no fixed white
