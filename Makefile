@@ -33,5 +33,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 
+# A one-folder app and a .deb in dist/, built in its own venv with a portable llama.cpp
+# (compiled with GGML_NATIVE=OFF: ~8 min the first time). See packaging/README.md.
+package:
+	PYTHON=$(PYTHON) packaging/build.sh
+
 clean:
 	rm -rf $(VENV) build dist .test-cache

@@ -1,26 +1,46 @@
-"""Hearth's main window: library on the left, the selected model and its plan on the right."""
+"""Hearth's main window.
+
+Left: conversations and the model library. Centre: the chat (messages, composer,
+per-conversation settings) and the selected model's plan and load controls. Right: the
+live dashboard, in a dock the user can keep open. Top: the loaded model, always visible.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
-from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QDockWidget,
     QFileDialog,
     QLabel,
     QMainWindow,
     QSplitter,
     QTabWidget,
     QToolBar,
+    QVBoxLayout,
+    QWidget,
 )
 
+from app.chat import Composer, ConversationList, MessageView, SamplingPanel
+from app.chat_controller import ChatController
 from app.library_controller import LibraryController
+from app.load_settings import request_from_dict, request_to_dict, settings_key
+from app.model_session import ModelSession, SessionState
 from app.paths import AppPaths
+from app.store import Store
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
+from app.widgets.load_progress import PHASE_LABELS
+from app.widgets.model_badge import ModelBadge
 from app.widgets.model_panel import ModelPanel
+from engine.catalog import ModelInfo
+from engine.errors import EngineError
 from engine.hardware import HardwareSnapshot, take_snapshot
+from engine.library import LibraryEntry
+from engine.planner import LoadPhase, LoadPlan
+from engine.speculative import SpeculationConfig
 
 
 def dropped_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
@@ -39,87 +59,202 @@ def dropped_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, paths: AppPaths, hardware: HardwareSnapshot | None = None) -> None:
+    def __init__(
+        self,
+        paths: AppPaths,
+        hardware: HardwareSnapshot | None = None,
+        telemetry: object | None = None,
+    ) -> None:
         super().__init__()
         self.paths = paths
         self.setWindowTitle("Hearth")
         self.setAcceptDrops(True)
-        self.resize(1200, 780)
+        self.resize(1320, 840)
+        self._hardware = hardware
+        self._telemetry = telemetry
 
+        self.store = Store(paths.database_file)
+        self.session = ModelSession(self)
         self.library = LibraryController(paths.library_file, default_folders=(paths.models_dir,), parent=self)
+
+        # Models: library, hardware, and the selected model's plan.
         self.library_panel = LibraryPanel(self.library)
         self.hardware_panel = HardwarePanel()
         self.model_panel = ModelPanel()
+        models_side = QSplitter(Qt.Orientation.Vertical)
+        models_side.addWidget(self.library_panel)
+        models_side.addWidget(self.hardware_panel)
+        models_side.setStretchFactor(0, 3)
+        models_side.setStretchFactor(1, 1)
 
-        left = QSplitter(Qt.Orientation.Vertical)
-        left.addWidget(self.library_panel)
-        left.addWidget(self.hardware_panel)
-        left.setStretchFactor(0, 3)
-        left.setStretchFactor(1, 1)
+        # Chats: conversations, messages, composer, settings.
+        self.conversation_list = ConversationList()
+        self.message_view = MessageView()
+        self.composer = Composer()
+        self.sampling_panel = SamplingPanel()
+        chat_column = QWidget()
+        chat_layout = QVBoxLayout(chat_column)
+        chat_layout.setContentsMargins(0, 0, 0, 0)
+        chat_layout.setSpacing(0)
+        chat_layout.addWidget(self.message_view, 1)
+        chat_layout.addWidget(self.composer)
+        self.chat_splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.chat_splitter.addWidget(chat_column)
+        self.chat_splitter.addWidget(self.sampling_panel)
+        self.chat_splitter.setStretchFactor(0, 4)
+        self.chat_splitter.setStretchFactor(1, 1)
+        self.chat_splitter.setCollapsible(0, False)
+        self.sampling_panel.setMinimumWidth(250)
+        self.chat_splitter.setSizes([760, 290])
+
+        self.sidebar = QTabWidget()
+        self.sidebar.setDocumentMode(True)
+        self.sidebar.addTab(self.conversation_list, "Chats")
+        self.sidebar.addTab(models_side, "Models")
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.chat_splitter, "Chat")
         self.tabs.addTab(self.model_panel, "Model")
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.addWidget(left)
+        self.splitter.addWidget(self.sidebar)
         self.splitter.addWidget(self.tabs)
-        self.splitter.setStretchFactor(0, 2)
-        self.splitter.setStretchFactor(1, 5)
-        self.splitter.setSizes([380, 820])
+        self.splitter.setStretchFactor(0, 1)
+        self.splitter.setStretchFactor(1, 4)
+        self.splitter.setSizes([330, 990])
         self.setCentralWidget(self.splitter)
 
-        self.add_files_action = QAction("Add models…", self)
-        self.add_files_action.setShortcut(QKeySequence("Ctrl+O"))
-        self.add_files_action.setToolTip("Add GGUF files to the library (they stay where they are)")
-        self.add_files_action.triggered.connect(self.choose_files)
-        self.add_folder_action = QAction("Add folder…", self)
-        self.add_folder_action.setToolTip("Add every GGUF in a folder and its subfolders")
-        self.add_folder_action.triggered.connect(self.choose_folder)
-        self.rescan_action = QAction("Rescan", self)
-        self.rescan_action.setShortcut(QKeySequence.StandardKey.Refresh)
-        self.rescan_action.triggered.connect(self.library.rescan)
-        toolbar = QToolBar("Library")
-        toolbar.setObjectName("libraryToolbar")
-        toolbar.setMovable(False)
-        toolbar.addAction(self.add_files_action)
-        toolbar.addAction(self.add_folder_action)
-        toolbar.addAction(self.rescan_action)
-        self.addToolBar(toolbar)
+        self.dashboard_dock = QDockWidget("Dashboard", self)
+        self.dashboard_dock.setObjectName("dashboardDock")
+        self.dashboard_dock.setVisible(False)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dashboard_dock)
+        self.dashboard = None  # created on first show: it samples telemetry while visible
+
+        self.chat = ChatController(
+            self.store,
+            self.session,
+            self.message_view,
+            self.composer,
+            self.conversation_list,
+            self.sampling_panel,
+            parent=self,
+        )
+        self.badge = ModelBadge()
+        self._build_actions()
         self.status_label = QLabel()
         self.statusBar().addWidget(self.status_label, 1)
 
-        self.library_panel.selection_changed.connect(self._on_selection)
+        self.library_panel.selection_changed.connect(self._on_library_selection)
         self.library.scan_finished.connect(self._on_scan_finished)
         self.library.busy_changed.connect(self._on_busy)
-        self._hardware = hardware
+        self.model_panel.load_requested.connect(self.load_model)
+        self.model_panel.cancel_requested.connect(self.session.cancel_load)
+        self.badge.unload_requested.connect(self.unload_model)
+        self.badge.show_model_requested.connect(lambda: self.tabs.setCurrentWidget(self.model_panel))
+        self.session.state_changed.connect(self._on_session_state)
+        self.session.phase_started.connect(self._on_phase_started)
+        self.session.phase_progress.connect(self._on_phase_progress)
+        self.session.phase_finished.connect(self.model_panel.load_progress.phase_finished)
+        self.session.load_failed.connect(self._on_load_failed)
+        self.session.model_ready.connect(self._on_model_ready)
+        self.chat.status.connect(self.status_label.setText)
+        self.conversation_list.selected.connect(lambda _id: self.tabs.setCurrentWidget(self.chat_splitter))
         self._restore_geometry()
+
+    def _build_actions(self) -> None:
+        def action(
+            text: str, shortcut: str | QKeySequence.StandardKey | None, slot, tip: str = ""
+        ) -> QAction:
+            act = QAction(text, self)
+            if shortcut is not None:
+                act.setShortcut(QKeySequence(shortcut))
+            if tip:
+                act.setToolTip(tip)
+            act.triggered.connect(slot)
+            self.addAction(act)
+            return act
+
+        self.new_chat_action = action(
+            "New chat", "Ctrl+N", self.new_chat, "Start a new conversation (Ctrl+N)"
+        )
+        self.add_files_action = action(
+            "Add models…",
+            "Ctrl+O",
+            self.choose_files,
+            "Add GGUF files to the library (they stay where they are)",
+        )
+        self.add_folder_action = action("Add folder…", None, self.choose_folder, "Add every GGUF in a folder")
+        self.rescan_action = action("Rescan", QKeySequence.StandardKey.Refresh, self.library.rescan)
+        self.focus_composer_action = action("Focus composer", "Ctrl+L", self.focus_composer)
+        self.search_action = action("Search chats", "Ctrl+K", self.focus_search)
+        self.dashboard_action = self.dashboard_dock.toggleViewAction()
+        self.dashboard_action.setText("Dashboard")
+        self.dashboard_action.setShortcut(QKeySequence("Ctrl+D"))
+        self.dashboard_action.toggled.connect(self._ensure_dashboard)
+        toolbar = QToolBar("Main")
+        toolbar.setObjectName("mainToolbar")
+        toolbar.setMovable(False)
+        toolbar.addAction(self.new_chat_action)
+        toolbar.addSeparator()
+        toolbar.addAction(self.add_files_action)
+        toolbar.addAction(self.add_folder_action)
+        toolbar.addSeparator()
+        toolbar.addWidget(self.badge)
+        toolbar.addAction(self.dashboard_action)
+        self.addToolBar(toolbar)
 
     # -- lifecycle ----------------------------------------------------------------
 
     def start(self) -> None:
-        """Take the hardware snapshot and scan the library (after the window is shown)."""
+        """Take the hardware snapshot, scan the library, open the conversations."""
         if self._hardware is None:
             self._hardware = take_snapshot()
         self.hardware_panel.set_snapshot(self._hardware)
         self.model_panel.set_hardware(self._hardware)
         self.library.rescan()
+        self.chat.start()
 
-    def closeEvent(self, event) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
         settings.setValue("geometry", self.saveGeometry())
+        settings.setValue("state", self.saveState())
         settings.setValue("splitter", self.splitter.saveState())
+        settings.setValue("chat_splitter", self.chat_splitter.saveState())
+        self.chat.shutdown()
+        self.session.unload()
+        if self.dashboard is not None:
+            self.dashboard.shutdown()
         self.library.shutdown()
+        self.store.close()
         super().closeEvent(event)
 
     def _restore_geometry(self) -> None:
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
-        geometry = settings.value("geometry")
-        if isinstance(geometry, QByteArray):
-            self.restoreGeometry(geometry)
-        state = settings.value("splitter")
-        if isinstance(state, QByteArray):
-            self.splitter.restoreState(state)
+        for key, restore in (
+            ("geometry", self.restoreGeometry),
+            ("state", self.restoreState),
+            ("splitter", self.splitter.restoreState),
+            ("chat_splitter", self.chat_splitter.restoreState),
+        ):
+            value = settings.value(key)
+            if isinstance(value, QByteArray):
+                restore(value)
 
-    # -- adding models --------------------------------------------------------------
+    # -- chats -------------------------------------------------------------------------
+
+    def new_chat(self) -> None:
+        self.sidebar.setCurrentWidget(self.conversation_list)
+        self.tabs.setCurrentWidget(self.chat_splitter)
+        self.chat.new_conversation()
+
+    def focus_composer(self) -> None:
+        self.tabs.setCurrentWidget(self.chat_splitter)
+        self.composer.focus_input()
+
+    def focus_search(self) -> None:
+        self.sidebar.setCurrentWidget(self.conversation_list)
+        self.conversation_list.focus_search()
+
+    # -- models ------------------------------------------------------------------------
 
     def choose_files(self) -> None:
         files, _ = QFileDialog.getOpenFileNames(self, "Add models", str(Path.home()), "GGUF models (*.gguf)")
@@ -143,23 +278,59 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         event.acceptProposedAction()
+        self.sidebar.setCurrentIndex(1)
         self.library.add_paths(paths, select=paths[0])
 
-    # -- reactions ------------------------------------------------------------------
+    def load_model(self, plan: LoadPlan, speculation: SpeculationConfig | None = None) -> None:
+        if self.chat.streaming and self.session.model is not None:
+            self.status_label.setText(
+                f"Replaced the model while {self.chat.streaming} reply(s) were generating."
+            )
+        self.store.set_setting(settings_key(plan.model.path), request_to_dict(plan.request, speculation))
+        self.model_panel.set_loading(True, f"Loading {plan.model.display_name}…")
+        self.session.load(plan, speculation)
 
-    def _on_selection(self, entry: object) -> None:
+    def unload_model(self) -> None:
+        self.session.unload()
+
+    def _on_library_selection(self, entry: LibraryEntry | None) -> None:
         if entry is None:
             self.model_panel.show_model(None)
-        elif entry.info is None:
+            return
+        self.tabs.setCurrentWidget(self.model_panel)
+        if entry.info is None:
             self.model_panel.show_invalid(str(entry.path), entry.error or "unreadable")
-        else:
-            projectors = tuple(self.library.projectors_for(entry))
-            self.model_panel.show_model(entry.info, projectors)
+            return
+        remembered_data = self.store.get_setting(settings_key(entry.path))
+        remembered = request_from_dict(remembered_data, self._find_info) if remembered_data else None
+        self.model_panel.show_model(
+            entry.info, self.library.projectors_for(entry), self._draft_candidates(entry.info), remembered
+        )
+
+    def _find_info(self, path: Path) -> ModelInfo | None:
+        entry = self.library.library.get(path)
+        return entry.info if entry is not None else None
+
+    def _draft_candidates(self, target: ModelInfo) -> tuple[ModelInfo, ...]:
+        """Smaller library models with the same vocabulary size and tokenizer family."""
+        return tuple(
+            e.info
+            for e in self.library.entries()
+            if e.info is not None
+            and not e.is_projector
+            and e.path != target.path
+            and e.info.vocab_size == target.vocab_size
+            and e.info.parameter_count < target.parameter_count
+        )
 
     def _on_scan_finished(self) -> None:
-        if self.library_panel.selected_entry() is None:
-            self.library_panel.select_first()
         counts = self.library.counts()
+        if counts.models == 0 and self.session.model is None:
+            # First run (or an empty library): show how to add models, not an empty chat.
+            self.sidebar.setCurrentIndex(1)
+            self.tabs.setCurrentWidget(self.model_panel)
+        elif self.library_panel.selected_entry() is None:
+            self.library_panel.select_first()
         self.status_label.setText(
             f"{counts.models} models · {counts.projectors} projectors"
             + (f" · {counts.invalid} unusable" if counts.invalid else "")
@@ -168,3 +339,54 @@ class MainWindow(QMainWindow):
     def _on_busy(self, busy: bool) -> None:
         if busy:
             self.status_label.setText("Scanning for models…")
+
+    # -- loading -----------------------------------------------------------------------
+
+    def _on_session_state(self, state: SessionState) -> None:
+        plan = self.session.plan
+        self.badge.show_state(state, plan, self.session.speculation)
+        if state is not SessionState.LOADING:
+            self.model_panel.set_loading(False, self.model_panel.load_status.text())
+
+    def _on_phase_started(self, phase: LoadPhase) -> None:
+        self.model_panel.load_progress.phase_started(phase)
+        self.badge.show_phase(PHASE_LABELS.get(phase, phase.value), 0.0)
+
+    def _on_phase_progress(self, phase: LoadPhase, fraction: float) -> None:
+        self.model_panel.load_progress.phase_progress(phase, fraction)
+        self.badge.show_phase(PHASE_LABELS.get(phase, phase.value), fraction)
+
+    def _on_load_failed(self, error: EngineError) -> None:
+        self.model_panel.show_load_error(error.message)
+        self.status_label.setText(error.message)
+
+    def _on_model_ready(self, model) -> None:  # model: engine.loaded_model.LoadedModel
+        self.model_panel.set_loading(False, f"Loaded. {model.plan.model.display_name} is ready to chat.")
+        self.message_view.set_assistant_name(model.plan.model.display_name)
+        self.status_label.setText(f"{model.plan.model.display_name} is ready.")
+        if self.dashboard is not None:
+            self.dashboard.set_model(model)
+            self.dashboard.set_load_report(model.plan, model.reported_memory)
+        self.tabs.setCurrentWidget(self.chat_splitter)
+        self.composer.focus_input()
+
+    # -- dashboard ---------------------------------------------------------------------
+
+    def _ensure_dashboard(self, visible: bool) -> None:
+        if not visible or self.dashboard is not None:
+            return
+        from app.dashboard import DashboardView
+
+        self.dashboard = DashboardView(self._telemetry, snapshot=self._hardware)
+        self.dashboard.set_owner_names(self._conversation_title)
+        model = self.session.ready_model
+        if model is not None:
+            self.dashboard.set_model(model)
+            self.dashboard.set_load_report(model.plan, model.reported_memory)
+        self.dashboard_dock.setWidget(self.dashboard)
+
+    def _conversation_title(self, owner: str) -> str | None:
+        try:
+            return self.store.get_conversation(int(owner)).title
+        except (ValueError, EngineError):
+            return None

@@ -17,7 +17,7 @@ What the app does with it::
     reply = store.begin_reply(conversation.id)
     store.update_reply(reply.id, text)       # while streaming, at most every 0.5 s: one UPDATE
     store.finish_reply(reply.id, completion.text, MessageState.COMPLETE,
-                       completion.stop_reason, stats_from_completion(completion),
+                       completion.stop_reason, ReplyStats.from_completion(completion).to_dict(),
                        completion.reply_tokens)
 
 The store expects one Hearth process per data directory: a second one starting up would
@@ -26,7 +26,6 @@ mark the first one's streaming replies as interrupted.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import hashlib
 import json
@@ -158,17 +157,6 @@ class Message:
 
 # (bytes, mime) or (bytes, mime, identity)
 ImageInput = tuple[bytes, str] | tuple[bytes, str, str]
-
-
-def stats_from_completion(completion: Any) -> dict[str, Any]:
-    """The JSON-able stats of an ``engine.requests.Completion`` (duck-typed so this module
-    does not import Qt through engine.requests)."""
-    return {
-        "usage": dataclasses.asdict(completion.usage),
-        "timings": dataclasses.asdict(completion.timings),
-        "drafted": completion.drafted,
-        "accepted": completion.accepted,
-    }
 
 
 # --------------------------------------------------------------------------- schema
@@ -798,8 +786,8 @@ class Store:
         error: str | None = None,
     ) -> Message:
         """The reply's final text and outcome. ``tokens`` must spell exactly ``text``
-        (``Completion.reply_tokens``) or be empty; ``stats`` is any JSON object, e.g.
-        ``stats_from_completion(completion)``."""
+        (``Completion.reply_tokens``) or be empty; ``stats`` is any JSON object (the GUI
+        stores ``app.chat.ReplyStats.to_dict()``)."""
         state = MessageState(state)
         if state is MessageState.STREAMING:
             raise ValueError("finish_reply needs a final state, not STREAMING")

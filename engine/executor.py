@@ -31,7 +31,7 @@ from engine.chat import (
     tokenize_conversation,
 )
 from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, LoadFailed
-from engine.llama_log import LogLevel, capture_llama_logs
+from engine.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.multimodal import (
     DecodedImage,
     ImageEvalFailed,
@@ -194,6 +194,7 @@ class Executor(QThread):
         self.queue_capacity = queue_capacity
         self.state = ExecutorState.LOADING
         self.load_error: EngineError | None = None
+        self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
         self._commands: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._outstanding = 0
         self._outstanding_lock = threading.Lock()
@@ -281,17 +282,20 @@ class Executor(QThread):
     # ------------------------------------------------------------------ executor thread
 
     def run(self) -> None:
-        native_errors: list = []
+        native_log: list = []
         try:
             ensure_backend()
-            with capture_llama_logs(LogLevel.ERROR) as native_errors:
+            with capture_llama_logs(LogLevel.INFO, this_thread_only=True) as native_log:
                 self._load()
+            self.reported_memory = parse_buffer_sizes(native_log)
         except BaseException as exc:
             error = exc if isinstance(exc, EngineError) else LoadFailed(f"Loading failed: {exc}")
             if not isinstance(exc, EngineError):
                 log.exception("unexpected load failure")
-            elif isinstance(exc, LoadFailed) and native_errors:
-                error = LoadFailed(f"{exc.message} llama.cpp: {native_errors[-1].text.strip()}")
+            elif isinstance(exc, LoadFailed):
+                errors = [line for line in native_log if line.level >= LogLevel.ERROR]
+                if errors:
+                    error = LoadFailed(f"{exc.message} llama.cpp: {errors[-1].text.strip()}")
             self._free_native()
             self.load_error = error
             self.state = ExecutorState.FAILED

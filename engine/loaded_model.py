@@ -59,6 +59,11 @@ class LoadedModel(QObject):
         return self._executor.state
 
     @property
+    def reported_memory(self):  # -> engine.llama_log.ReportedMemory | None
+        """llama.cpp's own buffer sizes from the load's log, beside the plan's prediction."""
+        return self._executor.reported_memory
+
+    @property
     def speculation(self) -> SpeculationConfig:
         return self._executor.speculation
 

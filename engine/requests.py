@@ -179,7 +179,7 @@ class RequestHandle(QObject):
     ``events()``/``wait()`` serve code without a Qt event loop (CLI, benchmarks)."""
 
     queued = Signal(int)
-    prefill = Signal(int, int, int)  # completed, total, cached
+    prefill = Signal(int, int, int, int, int)  # completed, total, cached, images done, images total
     started = Signal()
     delta = Signal(str)
     completed = Signal(object)  # Completion
@@ -239,7 +239,9 @@ class RequestHandle(QObject):
         if isinstance(event, Queued):
             self.queued.emit(event.position)
         elif isinstance(event, Prefill):
-            self.prefill.emit(event.completed, event.total, event.cached)
+            self.prefill.emit(
+                event.completed, event.total, event.cached, event.images_done, event.images_total
+            )
         elif isinstance(event, Started):
             self.started.emit()
         elif isinstance(event, TextDelta):

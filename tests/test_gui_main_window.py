@@ -81,6 +81,8 @@ def facts(window: MainWindow) -> dict[str, str]:
 def test_empty_library_explains_how_to_add_models(window: MainWindow) -> None:
     assert window.library_panel.empty_label.isVisible()
     assert "Drop" in window.library_panel.empty_label.text()
+    assert window.tabs.currentWidget() is window.model_panel
+    assert "GGUF" in window.model_panel.subtitle.text()
     assert window.model_panel.title.text() == "Select a model"
 
 

@@ -21,11 +21,10 @@ from app.store import (
     MigrationFailed,
     NotFound,
     Store,
-    stats_from_completion,
 )
 from engine.chat import ChatMessage, Role
 from engine.errors import EngineError
-from engine.requests import Completion, StopReason, Timings, Usage
+from engine.requests import StopReason
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00fake png body" * 8
 JPEG = b"\xff\xd8\xff\xe0" + b"\x01fake jpeg body" * 8
@@ -342,22 +341,6 @@ def test_replies_stream_finish_and_round_trip_tokens(store: Store) -> None:
         store.finish_reply(failed.id, "x", MessageState.STREAMING)
     with pytest.raises(NotFound):
         store.finish_reply(user.id, "a user message is not a reply")
-
-
-def test_stats_from_completion() -> None:
-    completion = Completion(
-        text="hi",
-        stop_reason=StopReason.LENGTH,
-        usage=Usage(prompt_tokens=10, cached_tokens=4, completion_tokens=2),
-        timings=Timings(0.0, 0.1, 0.05, 0.2, 200.0, 10.0),
-        tokens=(5, 6),
-        drafted=3,
-        accepted=2,
-    )
-    stats = stats_from_completion(completion)
-    assert stats["usage"] == {"prompt_tokens": 10, "cached_tokens": 4, "completion_tokens": 2}
-    assert stats["timings"]["decode_tokens_per_second"] == 10.0
-    assert (stats["drafted"], stats["accepted"]) == (3, 2)
 
 
 def test_interrupted_replies_after_reopen_can_be_resumed(db_path: Path) -> None:

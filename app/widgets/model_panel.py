@@ -33,6 +33,14 @@ VERDICT_COLORS = {
     Verdict.DOES_NOT_FIT: "#d62728",
 }
 AUTO_GPU_LAYERS = -1
+WELCOME = (
+    "Hearth runs GGUF language models on this computer, offline.\n\n"
+    "Add one by dropping .gguf files or whole folders anywhere on this window, or with "
+    "Add models… (Ctrl+O). Files stay where they are.\n\n"
+    "Where to get models: search Hugging Face for “GGUF”. Small models such as Gemma 3 270M, "
+    "Qwen 2.5 0.5B or Llama 3.2 1B run on any laptop; a Q4_K_M file is a good start. "
+    "For pictures, also download the model's mmproj file and put it beside the model."
+)
 
 
 class ModelPanel(QWidget):
@@ -57,9 +65,7 @@ class ModelPanel(QWidget):
         font.setBold(True)
         self.title.setFont(font)
         self.title.setWordWrap(True)
-        self.subtitle = QLabel(
-            "Drop .gguf files or folders anywhere on the window, or use Add models (Ctrl+O)."
-        )
+        self.subtitle = QLabel(WELCOME)
         self.subtitle.setWordWrap(True)
         self.subtitle.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
@@ -284,9 +290,7 @@ class ModelPanel(QWidget):
 
     def _show_nothing(self) -> None:
         self.title.setText("Select a model")
-        self.subtitle.setText(
-            "Drop .gguf files or folders anywhere on the window, or use Add models (Ctrl+O)."
-        )
+        self.subtitle.setText(WELCOME)
         self._clear_facts()
         self.plan_box.setVisible(False)
         self._set_plan(None)

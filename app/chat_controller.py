@@ -1,0 +1,465 @@
+"""Conversations: the store, the loaded model and the chat widgets, wired together.
+
+Every reply streams into the view (only when its conversation is shown) and into the
+store (at least every half second, marked complete at the end), so killing the app at
+any moment loses at most the last half second of a reply, which reopens as interrupted.
+Several conversations can generate at once: each keeps its own request handle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.chat import (
+    Attachment,
+    Composer,
+    ConversationList,
+    ConversationSummary,
+    ImageThumb,
+    MessageData,
+    MessageState,
+    MessageView,
+    ReplyStats,
+    SamplingPanel,
+    SamplingSettings,
+)
+from app.model_session import ModelSession
+from app.store import Conversation, Message, Store
+from app.store import MessageState as StoredState
+from engine.chat import ChatMessage, Role
+from engine.errors import EngineError, ImageRejected
+from engine.multimodal import DecodedImage, check_message_images, load_image
+from engine.requests import ChatRequest, Completion, RequestHandle, StopReason
+
+NEW_TITLE = "New chat"
+SAVE_INTERVAL_MS = 500
+DECODED_IMAGE_CACHE = 32
+
+_VIEW_STATE = {
+    StoredState.COMPLETE: MessageState.DONE,
+    StoredState.STREAMING: MessageState.STREAMING,
+    StoredState.INTERRUPTED: MessageState.INTERRUPTED,
+    StoredState.FAILED: MessageState.FAILED,
+    StoredState.CANCELLED: MessageState.CANCELLED,
+}
+
+
+@dataclass(eq=False)
+class _Stream:
+    """One reply being generated."""
+
+    conversation_id: int
+    message_id: int
+    handle: RequestHandle
+    text: str = ""  # everything shown so far (with a continued reply's earlier text)
+    saved: str = ""
+    stage: str = "waiting"
+    started: float = field(default_factory=time.monotonic)
+
+
+def _title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return (line[:48] + "…") if len(line) > 48 else (line or NEW_TITLE)
+
+
+class ChatController(QObject):
+    """Owns the conversation shown, the replies streaming, and what is saved when."""
+
+    status = Signal(str)  # one-line messages for the status bar
+    streaming_changed = Signal(int)  # how many replies are generating
+
+    def __init__(
+        self,
+        store: Store,
+        session: ModelSession,
+        view: MessageView,
+        composer: Composer,
+        conversations: ConversationList,
+        sampling: SamplingPanel,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.session = session
+        self.view = view
+        self.composer = composer
+        self.conversations = conversations
+        self.sampling = sampling
+        self.current_id: int | None = None
+        self._streams: dict[int, _Stream] = {}  # by conversation id
+        self._editing: int | None = None  # the user message being edited
+        self._images: OrderedDict[str, DecodedImage] = OrderedDict()
+        self._save_timer = QTimer(self)
+        self._save_timer.setInterval(SAVE_INTERVAL_MS)
+        self._save_timer.timeout.connect(self.save_streaming)
+
+        composer.submitted.connect(self.submit)
+        composer.stop_requested.connect(self.stop)
+        composer.edit_cancelled.connect(self._cancel_edit)
+        view.edit_requested.connect(self.edit)
+        view.regenerate_requested.connect(self.regenerate)
+        view.continue_requested.connect(self.continue_reply)
+        conversations.new_requested.connect(self.new_conversation)
+        conversations.selected.connect(self.select)
+        conversations.rename_requested.connect(self.rename)
+        conversations.delete_requested.connect(self.delete)
+        conversations.undo_delete_requested.connect(self.undo_delete)
+        conversations.search_changed.connect(self.search)
+        sampling.changed.connect(self._sampling_changed)
+        session.model_ready.connect(self._model_changed)
+        session.model_unloaded.connect(self._model_changed)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """After a crash, replies left streaming reopen as interrupted."""
+        interrupted = self.store.mark_interrupted_replies()
+        self.store.collect_garbage()
+        self.store.purge_deleted(older_than=7 * 24 * 3600)
+        self.refresh_list()
+        existing = self.store.list_conversations()
+        if existing:
+            self.select(existing[0].id)
+        else:
+            self.view.set_placeholder("Start a conversation: load a model, then type below.")
+        if interrupted:
+            self.status.emit(
+                f"{interrupted} reply(s) were interrupted last time: continue or regenerate them."
+            )
+        self._model_changed()
+
+    def shutdown(self) -> None:
+        """Save what is streaming; the replies end as the model unloads."""
+        self.save_streaming()
+        self._save_timer.stop()
+
+    @property
+    def streaming(self) -> int:
+        return len(self._streams)
+
+    # -- conversations --------------------------------------------------------------------
+
+    def refresh_list(self) -> None:
+        self.conversations.set_conversations([self._summary(c) for c in self.store.list_conversations()])
+        for conversation_id, stream in self._streams.items():
+            self.conversations.set_busy(conversation_id, True, stream.stage)
+
+    def new_conversation(self) -> int:
+        settings = self.sampling.settings()
+        conversation = self.store.create_conversation(
+            NEW_TITLE, settings.system_prompt or None, settings.to_dict(), preset=None
+        )
+        self.refresh_list()
+        self.select(conversation.id)
+        self.composer.focus_input()
+        return conversation.id
+
+    def select(self, conversation_id: int) -> None:
+        self._cancel_edit()
+        self.current_id = conversation_id
+        self.conversations.set_current(conversation_id)
+        conversation = self.store.get_conversation(conversation_id)
+        self.view.set_messages(self._view_message(m) for m in self.store.messages(conversation_id))
+        self.view.scroll_to_bottom()
+        settings = SamplingSettings.from_dict(conversation.sampling or {})
+        if conversation.system_prompt is not None:
+            settings = replace(settings, system_prompt=conversation.system_prompt)
+        self.sampling.set_settings(settings)
+        self.composer.set_generating(conversation_id in self._streams)
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self.store.rename(conversation_id, title.strip() or NEW_TITLE)
+        self.refresh_list()
+
+    def delete(self, conversation_id: int) -> None:
+        stream = self._streams.get(conversation_id)
+        if stream is not None:
+            stream.handle.cancel()
+        self.store.delete_conversation(conversation_id)
+        if self.current_id == conversation_id:
+            self.current_id = None
+            self.view.clear()
+        self.refresh_list()
+
+    def undo_delete(self, conversation_id: int) -> None:
+        self.store.undo_delete(conversation_id)
+        self.refresh_list()
+        self.select(conversation_id)
+
+    def search(self, query: str) -> None:
+        found = self.store.search(query) if query.strip() else self.store.list_conversations()
+        self.conversations.set_conversations([self._summary(c) for c in found])
+
+    def _sampling_changed(self, settings: SamplingSettings) -> None:
+        if self.current_id is None:
+            return
+        self.store.set_sampling(self.current_id, settings.to_dict())
+        self.store.set_system_prompt(self.current_id, settings.system_prompt or None)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def submit(self, text: str, attachments: list[Attachment]) -> None:
+        model = self.session.ready_model
+        if model is None:
+            self._refuse(text, attachments, "Load a model first: choose one under Models and press Load.")
+            return
+        if attachments and not model.has_vision:
+            self._refuse(text, attachments, "This model has no vision projector: images cannot be sent.")
+            return
+        try:
+            images = [load_image(a.data, name=a.name) for a in attachments]
+            check_message_images(images)
+        except ImageRejected as exc:
+            self._refuse(text, attachments, exc.message)
+            return
+        if self._editing is not None:
+            self._resend_edit(text)
+            return
+        if self.current_id is None:
+            self.new_conversation()
+        assert self.current_id is not None
+        if self.current_id in self._streams:
+            self._refuse(text, attachments, "Wait for the reply, or stop it (Esc), before sending again.")
+            return
+        conversation_id = self.current_id
+        for attachment, image in zip(attachments, images, strict=True):
+            self._remember(hashlib.sha256(attachment.data).hexdigest(), image)
+        message = self.store.add_message(
+            conversation_id,
+            Role.USER,
+            text,
+            [
+                (a.data, a.mime_type or "image/png", image.identity)
+                for a, image in zip(attachments, images, strict=True)
+            ],
+        )
+        if self.store.get_conversation(conversation_id).title == NEW_TITLE:
+            self.store.rename(conversation_id, _title_from(text))
+        self.view.append_message(self._view_message(message))
+        self.refresh_list()
+        self._generate(conversation_id)
+
+    def _refuse(self, text: str, attachments: list[Attachment], reason: str) -> None:
+        """Give the user their message back, with the reason."""
+        self.composer.set_text(text)
+        if attachments:
+            self.composer.attach_images([(a.name, a.data) for a in attachments])
+        self.composer.show_image_error(reason)
+        self.status.emit(reason)
+
+    def stop(self) -> None:
+        stream = self._streams.get(self.current_id) if self.current_id is not None else None
+        if stream is not None:
+            stream.handle.cancel()
+
+    def regenerate(self, message_id: int) -> None:
+        message = self.store.get_message(message_id)
+        if message.conversation_id in self._streams:
+            return
+        self.store.truncate_after(message_id, inclusive=True)
+        self.select(message.conversation_id)
+        self._generate(message.conversation_id)
+
+    def edit(self, message_id: int) -> None:
+        message = self.store.get_message(message_id)
+        if message.conversation_id in self._streams:
+            self.status.emit("Stop the reply before editing.")
+            return
+        self._editing = message_id
+        self.composer.begin_edit(message.text)
+
+    def _resend_edit(self, text: str) -> None:
+        assert self._editing is not None
+        message = self.store.edit_message(self._editing, text)
+        self.store.truncate_after(message.id)
+        self._editing = None
+        self.select(message.conversation_id)
+        self._generate(message.conversation_id)
+
+    def _cancel_edit(self) -> None:
+        if self._editing is not None:
+            self._editing = None
+            if self.composer.is_editing():
+                self.composer.cancel_edit()
+
+    def continue_reply(self, message_id: int) -> None:
+        message = self.store.get_message(message_id)
+        if message.conversation_id in self._streams or self.session.ready_model is None:
+            return
+        message = self.store.resume_reply(message_id)
+        self._generate(message.conversation_id, resume=message)
+
+    # -- generation -----------------------------------------------------------------------
+
+    def _generate(self, conversation_id: int, resume: Message | None = None) -> None:
+        model = self.session.ready_model
+        if model is None:
+            return
+        conversation = self.store.get_conversation(conversation_id)
+        history = [m for m in self.store.messages(conversation_id) if resume is None or m.id != resume.id]
+        settings = SamplingSettings.from_dict(conversation.sampling or {})
+        try:
+            messages = self._chat_messages(conversation, history)
+        except EngineError as exc:
+            self.status.emit(exc.message)
+            return
+        request = ChatRequest(
+            messages=tuple(messages),
+            sampling=settings.to_params(),
+            max_tokens=settings.max_tokens,
+            owner=str(conversation_id),
+            assistant_prefix=resume.text if resume is not None else "",
+        )
+        reply = resume if resume is not None else self.store.begin_reply(conversation_id)
+        try:
+            handle = model.submit(request)
+        except EngineError as exc:
+            self.store.finish_reply(reply.id, reply.text, StoredState.FAILED, error=exc.message)
+            if conversation_id == self.current_id:
+                self.select(conversation_id)
+            self.status.emit(exc.message)
+            return
+        stream = _Stream(conversation_id, reply.id, handle, text=reply.text, saved=reply.text)
+        self._streams[conversation_id] = stream
+        if conversation_id == self.current_id:
+            if resume is None:
+                self.view.append_message(MessageData(reply.id, Role.ASSISTANT, "", MessageState.PENDING))
+            else:
+                self.view.set_state(reply.id, MessageState.STREAMING, text=reply.text)
+            self.view.scroll_to_bottom()
+            self.composer.set_generating(True)
+        handle.queued.connect(lambda position, s=stream: self._on_queued(s, position))
+        handle.prefill.connect(lambda *progress, s=stream: self._on_prefill(s, *progress))
+        handle.delta.connect(lambda text, s=stream: self._on_delta(s, text))
+        handle.completed.connect(lambda completion, s=stream: self._on_completed(s, completion))
+        handle.failed.connect(lambda error, s=stream: self._on_failed(s, error))
+        self.conversations.set_busy(conversation_id, True, "waiting")
+        self._save_timer.start()
+        self.streaming_changed.emit(len(self._streams))
+
+    def _chat_messages(self, conversation: Conversation, history: list[Message]) -> list[ChatMessage]:
+        messages: list[ChatMessage] = []
+        if conversation.system_prompt:
+            messages.append(ChatMessage(Role.SYSTEM, conversation.system_prompt))
+        for message in history:
+            if message.state is StoredState.FAILED or (message.role is Role.ASSISTANT and not message.text):
+                continue
+            images = tuple(self._decoded(ref) for ref in message.images)
+            # A stopped or interrupted reply's token ids may not spell its saved text.
+            tokens = message.tokens if message.state is StoredState.COMPLETE else ()
+            messages.append(ChatMessage(message.role, message.text, images, tokens))
+        return messages
+
+    def _decoded(self, ref) -> DecodedImage:  # ref: app.store.ImageRef
+        key = ref.sha256
+        image = self._images.get(key)
+        if image is None:
+            image = load_image(ref.read_bytes(), name=ref.path.name)
+        self._images[key] = image
+        self._images.move_to_end(key)
+        while len(self._images) > DECODED_IMAGE_CACHE:
+            self._images.popitem(last=False)
+        return image
+
+    def _remember(self, sha256: str, image: DecodedImage) -> None:
+        """Keep a just-sent image decoded: the store names it by the sha256 of its bytes."""
+        self._images[sha256] = image
+
+    def _on_queued(self, stream: _Stream, position: int) -> None:
+        if stream.conversation_id == self.current_id:
+            self.view.set_queued(stream.message_id, position)
+
+    def _on_prefill(
+        self, stream: _Stream, done: int, total: int, cached: int, images_done: int, images: int
+    ) -> None:
+        stream.stage = f"reading {100 * done // max(total, 1)}%"
+        self.conversations.set_busy(stream.conversation_id, True, stream.stage)
+        if stream.conversation_id == self.current_id:
+            self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
+
+    def _on_delta(self, stream: _Stream, text: str) -> None:
+        if stream.stage != "writing":
+            stream.stage = "writing"
+            self.conversations.set_busy(stream.conversation_id, True, stream.stage)
+        stream.text += text
+        if stream.conversation_id == self.current_id:
+            self.view.append_delta(stream.message_id, text)
+
+    def _on_completed(self, stream: _Stream, completion: Completion) -> None:
+        stats = ReplyStats.from_completion(completion)
+        cancelled = completion.stop_reason is StopReason.CANCELLED
+        self.store.finish_reply(
+            stream.message_id,
+            stream.text,
+            StoredState.CANCELLED if cancelled else StoredState.COMPLETE,
+            stop_reason=completion.stop_reason.value,
+            stats=stats.to_dict(),
+            tokens=() if stream.text != completion.text else completion.reply_tokens,
+        )
+        self._end(stream, MessageState.CANCELLED if cancelled else MessageState.DONE, stats=stats)
+
+    def _on_failed(self, stream: _Stream, error: EngineError) -> None:
+        self.store.finish_reply(stream.message_id, stream.text, StoredState.FAILED, error=error.message)
+        self._end(stream, MessageState.FAILED, error=error.message)
+
+    def _end(
+        self, stream: _Stream, state: MessageState, stats: ReplyStats | None = None, error: str = ""
+    ) -> None:
+        self._streams.pop(stream.conversation_id, None)
+        self.conversations.set_busy(stream.conversation_id, False)
+        if stream.conversation_id == self.current_id:
+            self.view.set_state(stream.message_id, state, stats=stats, error=error, text=stream.text)
+            self.composer.set_generating(False)
+        if not self._streams:
+            self._save_timer.stop()
+        self.refresh_list()
+        self.streaming_changed.emit(len(self._streams))
+
+    def save_streaming(self) -> None:
+        """Write each streaming reply's text if it changed (every half second)."""
+        for stream in self._streams.values():
+            if stream.text != stream.saved:
+                self.store.update_reply(stream.message_id, stream.text)
+                stream.saved = stream.text
+
+    def _model_changed(self, *_: object) -> None:
+        model = self.session.ready_model
+        if model is None:
+            self.composer.set_attachments_enabled(
+                False, "Load a model with a vision projector to attach images."
+            )
+        elif model.has_vision:
+            self.composer.set_attachments_enabled(True, "Attach images (drop, paste, or choose files)")
+        else:
+            self.composer.set_attachments_enabled(False, "This model has no vision projector.")
+
+    # -- presentation ----------------------------------------------------------------------
+
+    def _summary(self, conversation: Conversation) -> ConversationSummary:
+        return ConversationSummary(
+            conversation.id, conversation.title, datetime.fromtimestamp(conversation.updated)
+        )
+
+    def _view_message(self, message: Message) -> MessageData:
+        stream = self._streams.get(message.conversation_id)
+        if stream is not None and stream.message_id == message.id:
+            return MessageData(message.id, message.role, stream.text, MessageState.STREAMING)
+        stats = ReplyStats.from_dict(message.stats) if message.stats else None
+        images = tuple(
+            ImageThumb(ref.read_bytes(), ref.path.name) for ref in message.images if ref.path.exists()
+        )
+        return MessageData(
+            message.id,
+            message.role,
+            message.text,
+            _VIEW_STATE.get(message.state, MessageState.DONE),
+            images,
+            stats,
+            message.error or "",
+        )

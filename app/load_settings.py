@@ -1,0 +1,54 @@
+"""The last load settings of each model, as JSON in the store's settings table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.catalog import ModelInfo
+from engine.planner import KvCacheType, LoadRequest
+from engine.speculative import SpeculationConfig, SpeculationMode
+
+
+def settings_key(model_path: Path) -> str:
+    return f"load:{model_path}"
+
+
+def request_to_dict(request: LoadRequest, speculation: SpeculationConfig | None) -> dict[str, Any]:
+    if speculation is None or speculation.mode is SpeculationMode.OFF:
+        spec = "off"
+    elif speculation.mode is SpeculationMode.PROMPT_LOOKUP:
+        spec = "lookup"
+    else:
+        spec = f"draft:{speculation.draft_path}"
+    return {
+        "context_per_conversation": request.context_per_conversation,
+        "parallel": request.parallel,
+        "gpu_layers": request.gpu_layers,
+        "kv_type": request.kv_type.value,
+        "projector": str(request.projector.path) if request.projector else None,
+        "speculation": spec,
+    }
+
+
+def request_from_dict(data: dict[str, Any], find: Callable[[Path], ModelInfo | None]) -> LoadRequest | None:
+    """Tolerant: a setting that no longer makes sense (a projector gone) is dropped."""
+    try:
+        projector = find(Path(data["projector"])) if data.get("projector") else None
+        spec = str(data.get("speculation", "off"))
+        draft = find(Path(spec.removeprefix("draft:"))) if spec.startswith("draft:") else None
+        return LoadRequest(
+            context_per_conversation=int(data["context_per_conversation"]),
+            parallel=int(data["parallel"]),
+            gpu_layers=None if data.get("gpu_layers") is None else int(data["gpu_layers"]),
+            kv_type=KvCacheType(data.get("kv_type", "f16")),
+            projector=projector,
+            draft=draft,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def speculation_from_dict(data: dict[str, Any]) -> str:
+    return str(data.get("speculation", "off"))
