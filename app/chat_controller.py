@@ -56,7 +56,7 @@ class _Stream:
 
     conversation_id: int
     message_id: int
-    handle: RequestHandle
+    handle: RequestHandle | None
     text: str = ""  # everything shown so far (with a continued reply's earlier text)
     saved: str = ""
     stage: str = "waiting"
@@ -179,7 +179,7 @@ class ChatController(QObject):
 
     def delete(self, conversation_id: int) -> None:
         stream = self._streams.get(conversation_id)
-        if stream is not None:
+        if stream is not None and stream.handle is not None:
             stream.handle.cancel()
         self.store.delete_conversation(conversation_id)
         if self.current_id == conversation_id:
@@ -255,7 +255,7 @@ class ChatController(QObject):
 
     def stop(self) -> None:
         stream = self._streams.get(self.current_id) if self.current_id is not None else None
-        if stream is not None:
+        if stream is not None and stream.handle is not None:
             stream.handle.cancel()
 
     def regenerate(self, message_id: int) -> None:
@@ -317,15 +317,24 @@ class ChatController(QObject):
             assistant_prefix=resume.text if resume is not None else "",
         )
         reply = resume if resume is not None else self.store.begin_reply(conversation_id)
+        stream = _Stream(conversation_id, reply.id, None, text=reply.text, saved=reply.text)
+
+        def connect(handle: RequestHandle) -> None:
+            stream.handle = handle
+            handle.queued.connect(lambda position: self._on_queued(stream, position))
+            handle.prefill.connect(lambda *progress: self._on_prefill(stream, *progress))
+            handle.delta.connect(lambda text: self._on_delta(stream, text))
+            handle.completed.connect(lambda completion: self._on_completed(stream, completion))
+            handle.failed.connect(lambda error: self._on_failed(stream, error))
+
         try:
-            handle = model.submit(request)
+            model.submit(request, connect)
         except EngineError as exc:
             self.store.finish_reply(reply.id, reply.text, StoredState.FAILED, error=exc.message)
             if conversation_id == self.current_id:
                 self.select(conversation_id)
             self.status.emit(exc.message)
             return
-        stream = _Stream(conversation_id, reply.id, handle, text=reply.text, saved=reply.text)
         self._streams[conversation_id] = stream
         if conversation_id == self.current_id:
             if resume is None:
@@ -334,11 +343,6 @@ class ChatController(QObject):
                 self.view.set_state(reply.id, MessageState.STREAMING, text=reply.text)
             self.view.scroll_to_bottom()
             self.composer.set_generating(True)
-        handle.queued.connect(lambda position, s=stream: self._on_queued(s, position))
-        handle.prefill.connect(lambda *progress, s=stream: self._on_prefill(s, *progress))
-        handle.delta.connect(lambda text, s=stream: self._on_delta(s, text))
-        handle.completed.connect(lambda completion, s=stream: self._on_completed(s, completion))
-        handle.failed.connect(lambda error, s=stream: self._on_failed(s, error))
         self.conversations.set_busy(conversation_id, True, "waiting")
         self._save_timer.start()
         self.streaming_changed.emit(len(self._streams))

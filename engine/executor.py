@@ -247,8 +247,14 @@ class Executor(QThread):
     def cancel_load(self) -> None:
         self._cancel_load.set()
 
-    def submit(self, request: ChatRequest) -> RequestHandle:
-        """Queue a request; raises Overloaded when the queue is full, never blocks."""
+    def submit(
+        self, request: ChatRequest, connect: Callable[[RequestHandle], None] | None = None
+    ) -> RequestHandle:
+        """Queue a request; raises Overloaded when the queue is full, never blocks.
+
+        ``connect(handle)`` runs before the executor can see the request: connect the
+        handle's signals there, or a fast request may finish before anyone listens.
+        """
         from engine.errors import Overloaded
 
         request.validate()
@@ -260,6 +266,12 @@ class Executor(QThread):
                 raise Overloaded(f"Hearth is busy: {self._outstanding} requests are already waiting.")
             self._outstanding += 1
         handle = RequestHandle(request, canceller=self.cancel)
+        if connect is not None:
+            try:
+                connect(handle)
+            except BaseException:
+                self._release_slot()
+                raise
         self._commands.put(_Submit(handle))
         return handle
 

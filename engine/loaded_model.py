@@ -7,6 +7,8 @@ thread: commands travel through the executor's queue, results come back as Qt si
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, Signal
 
 from engine.executor import Executor, ExecutorState
@@ -86,9 +88,16 @@ class LoadedModel(QObject):
 
     # -- requests -----------------------------------------------------------------------
 
-    def submit(self, request: ChatRequest) -> RequestHandle:
-        """Queue a reply; raises Overloaded (never blocks) when too many are waiting."""
-        return self._executor.submit(request)
+    def submit(
+        self, request: ChatRequest, connect: Callable[[RequestHandle], None] | None = None
+    ) -> RequestHandle:
+        """Queue a reply; raises Overloaded (never blocks) when too many are waiting.
+
+        Signals fire as soon as the executor gets to the request: connect them in
+        ``connect(handle)``, which runs before the request is queued. (``events()`` and
+        ``wait()`` need no such care: they keep every event.)
+        """
+        return self._executor.submit(request, connect)
 
     def cancel(self, request_id: int) -> None:
         self._executor.cancel(request_id)

@@ -1,0 +1,284 @@
+"""Who holds the KV cache: one row per sequence in use, and a bar of the whole cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QSizePolicy,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
+
+from app.dashboard.plots import Card, color_for
+from engine.requests import EngineStats
+from engine.units import format_count
+
+STATE_TEXT = {
+    "active": "Active",
+    "reusable": "Cached",
+    "quarantined": "Quarantined",
+}
+STATE_TIP = {
+    "active": "Generating a reply (or reading its prompt) right now.",
+    "reusable": "Finished; its prompt and reply stay cached, so the next turn of this "
+    "conversation reuses them instead of reading them again.",
+    "quarantined": "Held back after a failed batch until it is cleared.",
+}
+COLUMNS = ("Seq", "Conversation", "State", "KV cells", "Cached prefix")
+_CELLS_COLUMN = 3
+_FRACTION_ROLE = Qt.ItemDataRole.UserRole + 1
+_COLOR_ROLE = Qt.ItemDataRole.UserRole + 2
+MAX_VISIBLE_ROWS = 8
+
+OwnerNames = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class KvRow:
+    """One sequence as the panel shows it."""
+
+    sequence_id: int
+    owner: str  # the owner id (ChatRequest.owner); for a cached sequence, its last active owner
+    name: str  # what people read: the owner's name, else the id
+    state: str  # "active", "reusable" or "quarantined"
+    cells_used: int
+    capacity: int  # cells one sequence may hold (n_ctx_per_sequence)
+    reusable_tokens: int
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.cells_used / self.capacity) if self.capacity else 0.0
+
+
+def kv_rows(stats: EngineStats, last_owner: dict[int, str], names: OwnerNames) -> tuple[KvRow, ...]:
+    """The rows for ``stats``: every sequence that is not empty, by sequence id.
+
+    The engine names an owner only while its sequence is active; ``last_owner`` (updated
+    here) remembers it, so a cached sequence still says whose conversation it holds.
+    """
+    rows = []
+    for seq in sorted(stats.sequences, key=lambda s: s.sequence_id):
+        if seq.state == "empty":
+            last_owner.pop(seq.sequence_id, None)
+            continue
+        if seq.state == "active" and seq.owner:
+            last_owner[seq.sequence_id] = seq.owner
+        owner = seq.owner or (last_owner.get(seq.sequence_id, "") if seq.state == "reusable" else "")
+        name = (names(owner) or owner) if owner else "—"
+        rows.append(
+            KvRow(
+                sequence_id=seq.sequence_id,
+                owner=owner,
+                name=name,
+                state=seq.state,
+                cells_used=seq.cells_used,
+                capacity=stats.n_ctx_per_sequence,
+                reusable_tokens=seq.reusable_tokens,
+            )
+        )
+    return tuple(rows)
+
+
+def names_from(mapping_or_callable: Mapping[str, str] | OwnerNames | None) -> OwnerNames:
+    if mapping_or_callable is None:
+        return lambda owner: None
+    if callable(mapping_or_callable):
+        return mapping_or_callable
+    mapping = dict(mapping_or_callable)
+    return mapping.get
+
+
+class KvUsageBar(QWidget):
+    """The whole cache as one bar: a coloured segment per sequence, the rest free."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._segments: tuple[tuple[int, int], ...] = ()  # (sequence id, cells)
+        self._capacity = 0
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set_usage(self, segments: tuple[tuple[int, int], ...], capacity: int) -> None:
+        if (segments, capacity) != (self._segments, self._capacity):
+            self._segments, self._capacity = segments, capacity
+            self.update()
+
+    @property
+    def used(self) -> int:
+        return sum(cells for _, cells in self._segments)
+
+    def text(self) -> str:
+        if not self._capacity:
+            return "No model loaded"
+        percent = 100 * self.used / self._capacity
+        return f"{self.used:,} of {self._capacity:,} cells in use ({percent:.0f}%)"
+
+    def sizeHint(self) -> QSize:
+        return QSize(300, 42)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        palette = self.palette()
+        painter.setPen(palette.color(QPalette.ColorRole.Text))
+        painter.drawText(QRectF(0, 0, self.width(), 18), Qt.AlignmentFlag.AlignVCenter, self.text())
+        bar = QRectF(0.5, 22.5, self.width() - 1, 16)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(palette.color(QPalette.ColorRole.Midlight))
+        painter.drawRoundedRect(bar, 3, 3)
+        if self._capacity:
+            x = bar.left()
+            for sequence_id, cells in self._segments:
+                w = bar.width() * cells / self._capacity
+                painter.setBrush(QColor(color_for(sequence_id)))
+                painter.drawRect(QRectF(x, bar.top(), max(w, 1.0), bar.height()))
+                x += w
+        painter.setPen(palette.color(QPalette.ColorRole.Mid))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(bar, 3, 3)
+        painter.end()
+
+
+class _CellsDelegate(QStyledItemDelegate):
+    """Paints "used / capacity" over a bar of the sequence's colour."""
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        fraction = index.data(_FRACTION_ROLE)
+        color = index.data(_COLOR_ROLE)
+        if fraction is not None and color:
+            rect = QRectF(option.rect).adjusted(2, 4, -2, -4)
+            fill = QColor(color)
+            fill.setAlpha(70)
+            painter.save()
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(fill)
+            painter.drawRoundedRect(
+                QRectF(rect.left(), rect.top(), rect.width() * fraction, rect.height()), 2, 2
+            )
+            painter.restore()
+        super().paint(painter, option, index)
+
+
+class KvPanel(Card):
+    """The KV cache card: usage bar, a row per sequence in use, and how many slots are free."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("KV cache", parent)
+        self.bar = KvUsageBar()
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.table.setShowGrid(False)
+        self.table.setAlternatingRowColors(True)
+        self.table.setItemDelegateForColumn(_CELLS_COLUMN, _CellsDelegate(self.table))
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(_CELLS_COLUMN, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setDefaultSectionSize(24)
+        self.note = QLabel("No model loaded.")
+        self.note.setWordWrap(True)
+        self.body.addWidget(self.bar)
+        self.body.addWidget(self.table)
+        self.body.addWidget(self.note)
+        self.body.addStretch(1)
+        self._rows: tuple[KvRow, ...] = ()
+        self._last_owner: dict[int, str] = {}
+        self._names: OwnerNames = names_from(None)
+        self._stats: EngineStats | None = None
+        self._fit_table_height()
+
+    @property
+    def rows(self) -> tuple[KvRow, ...]:
+        return self._rows
+
+    def set_names(self, names: OwnerNames) -> None:
+        self._names = names
+        if self._stats is not None:
+            self.set_stats(self._stats)
+
+    def reset(self) -> None:
+        """A different model: forget which conversation held which sequence."""
+        self._last_owner.clear()
+        self.set_stats(None)
+
+    def set_stats(self, stats: EngineStats | None) -> None:
+        self._stats = stats
+        if stats is None:
+            self._rows = ()
+            self.bar.set_usage((), 0)
+            self.note.setText("No model loaded.")
+            self.set_title("KV cache")
+            self._show_rows()
+            return
+        rows = kv_rows(stats, self._last_owner, self._names)
+        self.set_title(
+            f"KV cache — {len(stats.sequences)} sequence{'s' if len(stats.sequences) != 1 else ''}"
+            f" × {stats.n_ctx_per_sequence:,} cells"
+        )
+        self.bar.set_usage(tuple((r.sequence_id, r.cells_used) for r in rows), stats.n_ctx)
+        free = len(stats.sequences) - len(rows)
+        active = sum(r.state == "active" for r in rows)
+        cached = sum(r.state == "reusable" for r in rows)
+        self.note.setText(
+            f"{active} active, {cached} cached, {free} free"
+            + (f" · {stats.queue_depth} waiting for a sequence" if stats.queue_depth else "")
+        )
+        if rows != self._rows:
+            self._rows = rows
+            self._show_rows()
+
+    def _show_rows(self) -> None:
+        table = self.table
+        rows = self._rows
+        if table.rowCount() != len(rows):
+            table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            cells = f"{row.cells_used:,} / {row.capacity:,}"
+            texts = (
+                str(row.sequence_id),
+                row.name,
+                STATE_TEXT.get(row.state, row.state),
+                cells,
+                format_count(row.reusable_tokens) if row.reusable_tokens else "—",
+            )
+            for c, text in enumerate(texts):
+                item = table.item(r, c)
+                if item is None:  # items are created once per row and then reused
+                    item = QTableWidgetItem()
+                    if c in (0, _CELLS_COLUMN, 4):
+                        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                    table.setItem(r, c, item)
+                if item.text() != text:
+                    item.setText(text)
+            swatch = table.item(r, 0)
+            swatch.setForeground(QColor(color_for(row.sequence_id)))
+            table.item(r, 1).setToolTip(row.owner if row.owner != row.name else "")
+            table.item(r, 2).setToolTip(STATE_TIP.get(row.state, ""))
+            bar_item = table.item(r, _CELLS_COLUMN)
+            bar_item.setData(_FRACTION_ROLE, row.fraction)
+            bar_item.setData(_COLOR_ROLE, color_for(row.sequence_id))
+        self._fit_table_height()
+
+    def _fit_table_height(self) -> None:
+        # Show every row without a scroll bar (up to a limit): the table is a readout.
+        rows = min(max(self.table.rowCount(), 1), MAX_VISIBLE_ROWS)
+        height = self.table.horizontalHeader().height() + rows * 24 + 2 * self.table.frameWidth() + 2
+        self.table.setFixedHeight(height)
+
+
+__all__ = ["KvPanel", "KvRow", "KvUsageBar", "kv_rows", "names_from"]

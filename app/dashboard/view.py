@@ -1,0 +1,653 @@
+"""DashboardView: live plots of the machine and the engine, the KV cache, the hardware, export.
+
+Threads: everything here runs on the GUI thread. Telemetry is sampled here (psutil and
+NVML are quick and need no native llama.cpp handle); engine statistics are *requested*
+from the executor (``request_stats()`` queues a command answered between two batches)
+and the answer comes back through a queued Qt signal. Nothing blocks on a future, and at
+most one request is outstanding, so a long batch cannot pile commands onto the executor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
+from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.dashboard import metrics as m
+from app.dashboard.export import ExportResult, export_session
+from app.dashboard.hardware_view import NOTE_STYLE, HardwareView
+from app.dashboard.kv_panel import KvPanel, OwnerNames, names_from
+from app.dashboard.metrics import MetricsHistory
+from app.dashboard.plots import (
+    MessageCard,
+    PlotCard,
+    Series,
+    byte_fmt,
+    color_for,
+    fmt_celsius,
+    fmt_count,
+    fmt_percent,
+    fmt_rate,
+    fmt_watts,
+)
+from engine.hardware import DeviceType, HardwareSnapshot, TelemetrySample
+from engine.llama_log import ReportedMemory
+from engine.planner import LoadPlan
+from engine.requests import EngineStats
+from engine.units import format_count
+
+log = logging.getLogger("hearth.dashboard")
+
+DEFAULT_INTERVAL_MS = 250
+STATS_TIMEOUT_S = 10.0  # an unanswered stats request older than this is given up and re-asked
+CARD_MIN_WIDTH = 440  # below twice this the cards stack in one column
+
+
+class TelemetrySource(Protocol):
+    """``engine.hardware.Telemetry`` or a fake: one cheap sample per call, on this thread."""
+
+    def sample(self) -> TelemetrySample: ...
+
+
+class StatsSource(Protocol):
+    """``engine.loaded_model.LoadedModel`` or a fake."""
+
+    def request_stats(self) -> Future[EngineStats]: ...
+
+
+class _CardGrid(QWidget):
+    """Cards in rows of ``columns``; a wide card takes a row of its own. Hidden cards leave no hole."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(8)
+        self._cards: list[tuple[QWidget, bool]] = []
+        self.hidden: set[QWidget] = set()
+        self._columns = 2
+
+    def add(self, card: QWidget, wide: bool = False, visible: bool = True) -> None:
+        card.setParent(self)  # a child even while hidden: showing it later must not make a window
+        self._cards.append((card, wide))
+        if not visible:
+            self.hidden.add(card)
+        self.reflow()
+
+    def set_card_visible(self, card: QWidget, visible: bool) -> None:
+        if visible == (card not in self.hidden):
+            return
+        if visible:
+            self.hidden.discard(card)
+        else:
+            self.hidden.add(card)
+        self.reflow()
+
+    def shows(self, card: QWidget) -> bool:
+        return any(c is card for c, _ in self._cards) and card not in self.hidden
+
+    def set_columns(self, columns: int) -> None:
+        if columns != self._columns:
+            self._columns = columns
+            self.reflow()
+
+    def reflow(self) -> None:
+        for card, _ in self._cards:
+            self.grid.removeWidget(card)
+        for c in range(self.grid.columnCount()):
+            self.grid.setColumnStretch(c, 0)
+        row = col = 0
+        for card, wide in self._cards:
+            card.setVisible(card not in self.hidden)
+            if card in self.hidden:
+                continue
+            if wide:
+                if col:
+                    row, col = row + 1, 0
+                self.grid.addWidget(card, row, 0, 1, self._columns)
+                row += 1
+                continue
+            self.grid.addWidget(card, row, col)
+            col += 1
+            if col == self._columns:
+                row, col = row + 1, 0
+        for c in range(self._columns):
+            self.grid.setColumnStretch(c, 1)
+
+
+class _Section(QWidget):
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.heading = QLabel(title)
+        font = self.heading.font()
+        font.setBold(True)
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        self.heading.setFont(font)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet(NOTE_STYLE)
+        self.note.setVisible(False)
+        self.cards = _CardGrid()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 4)
+        layout.setSpacing(6)
+        layout.addWidget(self.heading)
+        layout.addWidget(self.note)
+        layout.addWidget(self.cards)
+
+
+class DashboardView(QWidget):
+    """Live dashboard: engine throughput and KV cache, CPU/RAM, GPUs, hardware, export.
+
+    ``telemetry``: an object with ``sample() -> TelemetrySample`` (default: a new
+    ``engine.hardware.Telemetry``, closed by ``shutdown()``). ``snapshot``: the app's
+    ``HardwareSnapshot`` for the hardware tab and the no-GPU message. Sampling runs every
+    ``interval_ms`` while the view is shown and stops while it is hidden.
+    """
+
+    stats_received = Signal(object)  # EngineStats, after it was recorded (GUI thread)
+    exported = Signal(object)  # ExportResult
+    _stats_done = Signal(object, int)  # Future, model generation: hops from executor to GUI thread
+
+    def __init__(
+        self,
+        telemetry: TelemetrySource | None = None,
+        *,
+        snapshot: HardwareSnapshot | None = None,
+        interval_ms: int = DEFAULT_INTERVAL_MS,
+        window_s: float = 300.0,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._owns_telemetry = telemetry is None
+        if telemetry is None:
+            from engine.hardware import Telemetry
+
+            telemetry = Telemetry()
+        self.telemetry: TelemetrySource = telemetry
+        self.history = MetricsHistory(window_s=window_s, interval_s=interval_ms / 1000)
+        self.window_s = window_s
+        self._snapshot = snapshot
+        self._model: StatsSource | None = None
+        self._generation = 0  # bumps on every set_model: late answers for an old model are dropped
+        self._pending: Future[EngineStats] | None = None
+        self._pending_since = 0.0
+        self._names: OwnerNames = names_from(None)
+        self._hidden_at: float | None = None
+        self._gpu_layout: tuple[int, ...] | None = None
+        self._kv_layout: tuple[int, int] | None = None
+        self._rss_before_load: int | None = None
+        self._load_rss: tuple[object, int] | None = None  # (plan, rss delta) of the last load
+        self._last_export_dir = ""
+        self._connections: list[tuple[SignalInstance, Callable[[], None]]] = []
+        self.tick_count = 0
+        self.tick_seconds = 0.0  # time spent in ticks, for the benchmark's cost figure
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(interval_ms)
+        self._timer.timeout.connect(self._tick)
+        self._stats_done.connect(self._on_stats_done, Qt.ConnectionType.QueuedConnection)
+
+        self._build()
+        self._update_gpu_panel()
+        if snapshot is not None:
+            self.set_snapshot(snapshot)
+
+    # -- construction ------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        tel, eng, w = self.history.telemetry, self.history.engine, self.window_s
+
+        self.status = QLabel("No model loaded")
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("Save this session's metrics (CSV) and the plots (PNG) to a folder")
+        self.export_button.clicked.connect(lambda: self.export())
+        header = QHBoxLayout()
+        header.addWidget(self.status, 1)
+        header.addWidget(self.export_button)
+
+        # Engine
+        self.throughput_card = PlotCard("Throughput", eng, window_s=w, unit="tokens/s", y_floor=10)
+        self.throughput_card.add_series(Series(m.DECODE_TPS, "Decode", color_for(0), fmt_rate))
+        self.throughput_card.add_series(Series(m.PREFILL_TPS, "Prefill", color_for(1), fmt_rate))
+        self.requests_card = PlotCard("Requests", eng, window_s=w, y_floor=4)
+        self.requests_card.add_series(Series(m.ACTIVE, "Active", color_for(2), fmt_count))
+        self.requests_card.add_series(Series(m.QUEUED, "Queued", color_for(3), fmt_count))
+        self.kv_panel = KvPanel()
+        self.kv_plot_card = PlotCard("KV cells per sequence", eng, window_s=w, y_floor=16)
+        self.batch_card = PlotCard("Batch fill", eng, window_s=w, unit="%", y_max=100)
+        self.batch_card.add_series(Series(m.BATCH_FILL, "Rows of the last batch", color_for(4), fmt_percent))
+        self.prefix_rate_card = PlotCard("Prefix-cache hit rate", eng, window_s=w, unit="%", y_max=100)
+        self.prefix_rate_card.add_series(
+            Series(m.PREFIX_HIT_RATE, "Requests that reused a cached prefix", color_for(5), fmt_percent)
+        )
+        self.reused_card = PlotCard("Prompt tokens reused", eng, window_s=w, unit="tokens", y_floor=10)
+        self.reused_card.add_series(
+            Series(m.TOKENS_REUSED, "Read from cache this session", color_for(6), fmt_count, fill=True)
+        )
+        self.speculation_card = PlotCard("Speculation acceptance", eng, window_s=w, unit="%", y_max=100)
+        self.speculation_card.add_series(
+            Series(m.ACCEPTANCE_RATE, "Drafted tokens accepted", color_for(7), fmt_percent)
+        )
+
+        # System
+        self.cpu_card = PlotCard("CPU", tel, window_s=w, unit="%", y_max=100)
+        self.cpu_card.add_series(Series(m.CPU_PERCENT, "All cores", color_for(0), fmt_percent, fill=True))
+        self.memory_card = PlotCard("Memory", tel, window_s=w, byte_values=True)
+        self.memory_card.add_series(Series(m.RAM_USED, "Used", color_for(0), byte_fmt, fill=True))
+        self.memory_card.add_series(Series(m.RAM_TOTAL, "Total", color_for(9), byte_fmt, dashed=True))
+        self.process_card = PlotCard("Hearth's memory", tel, window_s=w, byte_values=True)
+        self.process_card.add_series(
+            Series(m.PROCESS_RSS, "Resident (RSS)", color_for(1), byte_fmt, fill=True)
+        )
+
+        # GPU
+        self.gpu_message = MessageCard("NVIDIA GPU")
+        self.gpu_util_card = PlotCard("GPU utilisation", tel, window_s=w, unit="%", y_max=100)
+        self.gpu_vram_card = PlotCard("VRAM", tel, window_s=w, byte_values=True)
+        self.gpu_temp_card = PlotCard("GPU temperature", tel, window_s=w, unit="°C", y_floor=50)
+        self.gpu_power_card = PlotCard("GPU power", tel, window_s=w, unit="W", y_floor=50)
+        self.gpu_cards = (self.gpu_util_card, self.gpu_vram_card, self.gpu_temp_card, self.gpu_power_card)
+
+        self.engine_section = _Section("Engine")
+        for card in (self.throughput_card, self.requests_card, self.kv_panel, self.kv_plot_card):
+            self.engine_section.cards.add(card)
+        for card in (self.batch_card, self.prefix_rate_card, self.reused_card):
+            self.engine_section.cards.add(card)
+        # Hidden until a draft shows up: most loads have none.
+        self.engine_section.cards.add(self.speculation_card, visible=False)
+        self.system_section = _Section("System")
+        for card in (self.cpu_card, self.memory_card, self.process_card):
+            self.system_section.cards.add(card)
+        self.gpu_section = _Section("GPU")
+        self.gpu_section.cards.add(self.gpu_message, wide=True)
+        for card in self.gpu_cards:
+            self.gpu_section.cards.add(card)
+
+        self.live_content = QWidget()
+        live_layout = QVBoxLayout(self.live_content)
+        live_layout.setContentsMargins(8, 4, 8, 8)
+        for section in (self.engine_section, self.system_section, self.gpu_section):
+            live_layout.addWidget(section)
+        live_layout.addStretch(1)
+        self.live_scroll = QScrollArea()
+        self.live_scroll.setWidgetResizable(True)
+        self.live_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.live_scroll.setWidget(self.live_content)
+
+        self.hardware_view = HardwareView()
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.live_scroll, "Live")
+        self.tabs.addTab(self.hardware_view, "Hardware")
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(header)
+        layout.addWidget(self.tabs, 1)
+
+    @property
+    def plot_cards(self) -> tuple[PlotCard, ...]:
+        return (
+            self.throughput_card,
+            self.requests_card,
+            self.kv_plot_card,
+            self.batch_card,
+            self.prefix_rate_card,
+            self.reused_card,
+            self.speculation_card,
+            self.cpu_card,
+            self.memory_card,
+            self.process_card,
+            *self.gpu_cards,
+        )
+
+    # -- public API --------------------------------------------------------------------------
+
+    @property
+    def interval_ms(self) -> int:
+        return self._timer.interval()
+
+    def set_interval(self, interval_ms: int) -> None:
+        self._timer.setInterval(max(10, interval_ms))
+
+    @property
+    def is_sampling(self) -> bool:
+        return self._timer.isActive()
+
+    @property
+    def model(self) -> StatsSource | None:
+        return self._model
+
+    def set_model(self, model: StatsSource | None) -> None:
+        """Observe ``model`` (a LoadedModel, loading or ready) from now on; None: no model."""
+        if model is self._model:
+            return
+        for signal, slot in self._connections:
+            with contextlib.suppress(RuntimeError, TypeError):  # the model is already gone
+                signal.disconnect(slot)
+        self._connections = []
+        self._model = model
+        self._generation += 1
+        if self._pending is not None:
+            self._pending.cancel()  # still queued: the executor skips a cancelled future
+            self._pending = None
+        self.history.reset_engine()
+        self.kv_panel.reset()
+        self._rss_before_load = None
+        if model is not None:
+            plan = getattr(model, "plan", None)
+            if isinstance(plan, LoadPlan):
+                self.hardware_view.set_load_report(plan)
+            if not getattr(model, "is_ready", True) and hasattr(model, "ready"):
+                # Memory the load takes, as the OS sees it: RSS now against RSS when ready.
+                self._rss_before_load = psutil.Process().memory_info().rss
+                self._connect(model.ready, self._on_model_ready)  # type: ignore[attr-defined]
+            if hasattr(model, "unloaded"):
+                self._connect(model.unloaded, self._on_model_unloaded)  # type: ignore[attr-defined]
+        self._update_status()
+        if self.is_sampling:
+            self.poll_stats()
+
+    def _connect(self, signal: SignalInstance, slot: Callable[[], None]) -> None:
+        signal.connect(slot)
+        self._connections.append((signal, slot))
+
+    def set_owner_names(self, names: Mapping[str, str] | Callable[[str], str | None] | None) -> None:
+        """How owner ids (ChatRequest.owner) are shown: a dict id -> name, or a function
+        returning a name or None (None shows the id)."""
+        self._names = names_from(names)
+        self.kv_panel.set_names(self._names)
+
+    def set_snapshot(self, snapshot: HardwareSnapshot) -> None:
+        self._snapshot = snapshot
+        self.hardware_view.set_snapshot(snapshot)
+        self._update_gpu_panel()
+
+    def set_load_report(
+        self, plan: LoadPlan, reported: ReportedMemory | None = None, rss_delta: int | None = None
+    ) -> None:
+        """The last load's predicted memory beside llama.cpp's reported buffers
+        (``engine.llama_log.parse_buffer_sizes`` of the load's log lines). ``rss_delta``
+        defaults to the growth the view measured itself while ``plan`` loaded."""
+        if rss_delta is None and self._load_rss is not None and self._load_rss[0] is plan:
+            rss_delta = self._load_rss[1]
+        self.hardware_view.set_load_report(plan, reported, rss_delta)
+
+    def export(self, folder: str | Path | None = None) -> ExportResult | None:
+        """Save metrics.csv and the plots as PNGs into a new folder inside ``folder``
+        (None: ask with a folder dialog; returns None if the user cancels)."""
+        if folder is None:
+            start = self._last_export_dir or str(Path.home())
+            chosen = QFileDialog.getExistingDirectory(self, "Export dashboard to folder", start)
+            if not chosen:
+                return None
+            folder = chosen
+        self._last_export_dir = str(folder)
+        self.refresh(force=True)  # cards scrolled out of view may be behind
+        panels: list[tuple[str, QWidget]] = [(c.title, c) for c in self.plot_cards if self.shows(c)]
+        panels.append(("KV cache", self.kv_panel))
+        try:
+            result = export_session(self.history, folder, self.live_content, panels)
+        except OSError as exc:
+            self.status.setText(f"Export failed: {exc}")
+            raise
+        self.status.setText(f"Saved {len(result.files)} files to {result.folder}")
+        QTimer.singleShot(6000, self, self._update_status)  # context: cancelled with the view
+        self.exported.emit(result)
+        return result
+
+    def shows(self, card: QWidget) -> bool:
+        """Whether ``card`` is part of the live page now (not, e.g., the GPU plots without a GPU)."""
+        return any(s.cards.shows(card) for s in (self.engine_section, self.system_section, self.gpu_section))
+
+    def sample_now(self) -> None:
+        """One sampling step right away (telemetry, a stats request, a full redraw)."""
+        self._tick(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        """Redraw the plots from the history (only those on screen unless ``force``)."""
+        now = time.monotonic()
+        for card in self.plot_cards:
+            if self.shows(card):
+                card.refresh(now, force)
+
+    def shutdown(self) -> None:
+        """Stop sampling, drop the model, release the telemetry source if the view made it."""
+        self._timer.stop()
+        self.set_model(None)
+        if self._owns_telemetry:
+            close = getattr(self.telemetry, "close", None)
+            if close is not None:
+                close()
+            self._owns_telemetry = False
+
+    # -- sampling ----------------------------------------------------------------------------
+
+    def _tick(self, force: bool = False) -> None:
+        started = time.perf_counter()
+        self.sample_telemetry()
+        self.poll_stats()
+        self.refresh(force)
+        self.tick_count += 1
+        self.tick_seconds += time.perf_counter() - started
+
+    def sample_telemetry(self) -> None:
+        try:
+            sample = self.telemetry.sample()
+        except Exception:  # a failing sensor must not take the dashboard down
+            log.warning("telemetry sample failed", exc_info=True)
+            return
+        self.history.add_telemetry(sample)
+        if self.history.gpu_indices != self._gpu_layout:
+            self._update_gpu_panel()
+
+    def poll_stats(self) -> None:
+        """Ask the model for stats unless a request is still out (answered by the executor)."""
+        model = self._model
+        if model is None or not getattr(model, "is_ready", True):
+            return
+        now = time.monotonic()
+        if self._pending is not None:
+            if now - self._pending_since < STATS_TIMEOUT_S:
+                return
+            self._pending.cancel()  # unanswered for long (executor stuck or gone): ask afresh
+        try:
+            future = model.request_stats()
+        except Exception:
+            log.debug("request_stats failed", exc_info=True)
+            return
+        self._pending, self._pending_since = future, now
+        generation = self._generation
+        emit = self._stats_done.emit
+
+        def done(f: Future[EngineStats]) -> None:
+            # Runs on the executor thread: only hand the future over to the GUI thread.
+            with contextlib.suppress(RuntimeError):  # the view was deleted meanwhile
+                emit(f, generation)
+
+        future.add_done_callback(done)
+
+    def _on_stats_done(self, future: Future[EngineStats], generation: int) -> None:
+        if future is self._pending:
+            self._pending = None
+        if generation != self._generation or future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            log.debug("stats request failed: %s", error)
+            return
+        self.record_stats(future.result())
+
+    def record_stats(self, stats: EngineStats, timestamp: float | None = None) -> None:
+        """Add one EngineStats (normally from the model's request_stats) and update the panels."""
+        self.history.add_engine_stats(stats, timestamp)
+        self.kv_panel.set_stats(stats)
+        layout = (len(stats.sequences), stats.n_ctx_per_sequence)
+        if layout != self._kv_layout:
+            self._kv_layout = layout
+            self.kv_plot_card.set_series(
+                [
+                    Series(m.kv_sequence_column(s.sequence_id), f"#{s.sequence_id}", color_for(s.sequence_id))
+                    for s in stats.sequences
+                ]
+            )
+            self.kv_plot_card.set_y_max(float(stats.n_ctx_per_sequence))
+        if self.history.speculation_seen:
+            self.engine_section.cards.set_card_visible(self.speculation_card, True)
+        self._update_status()
+        self.stats_received.emit(stats)
+
+    # -- model signals -----------------------------------------------------------------------
+
+    def _on_model_ready(self) -> None:
+        model = self._model
+        if self.sender() is not model or self._rss_before_load is None:
+            return
+        delta = psutil.Process().memory_info().rss - self._rss_before_load
+        self._rss_before_load = None
+        plan = getattr(model, "plan", None)
+        if isinstance(plan, LoadPlan):
+            self._load_rss = (plan, delta)
+            self.hardware_view.set_load_report(plan, None, delta)
+        self._update_status()
+
+    def _on_model_unloaded(self) -> None:
+        if self.sender() is self._model:
+            self.set_model(None)
+
+    # -- panels ------------------------------------------------------------------------------
+
+    def _update_gpu_panel(self) -> None:
+        """Plots per GPU when telemetry sees one, else a card that says why there is none."""
+        indices = self.history.gpu_indices
+        # None until the first sample, so that sample always settles the panel.
+        self._gpu_layout = indices if len(self.history.telemetry) else None
+        snapshot = self._snapshot
+        has_gpus = bool(indices)
+        if not has_gpus:
+            self.gpu_message.set_message(self._no_gpu_message())
+        else:
+            util, vram, temp, power = [], [], [], []
+            for i in indices:
+                color = color_for(i)
+                util.append(Series(m.gpu_column(i, "utilization_percent"), f"GPU {i}", color, fmt_percent))
+                vram.append(
+                    Series(m.gpu_column(i, "vram_used_bytes"), f"GPU {i} used", color, byte_fmt, fill=True)
+                )
+                vram.append(
+                    Series(
+                        m.gpu_column(i, "vram_total_bytes"), f"GPU {i} total", color, byte_fmt, dashed=True
+                    )
+                )
+                temp.append(Series(m.gpu_column(i, "temperature_c"), f"GPU {i}", color, fmt_celsius))
+                power.append(Series(m.gpu_column(i, "power_w"), f"GPU {i}", color, fmt_watts))
+            for card, series in zip(self.gpu_cards, (util, vram, temp, power), strict=True):
+                card.set_series(series)
+        grid = self.gpu_section.cards
+        grid.set_card_visible(self.gpu_message, not has_gpus)
+        for card in self.gpu_cards:
+            grid.set_card_visible(card, has_gpus)
+        # A GPU this llama.cpp build cannot use still shows its plots (they are real), with the reason.
+        note = snapshot.offload_note if snapshot is not None and has_gpus else None
+        self.gpu_section.note.setText(note or "")
+        self.gpu_section.note.setVisible(bool(note))
+
+    def _no_gpu_message(self) -> str:
+        snapshot = self._snapshot
+        expected = bool(snapshot is not None and snapshot.gpus) or getattr(self.telemetry, "gpu_count", 0) > 0
+        if expected and not len(self.history.telemetry):
+            return "Reading the GPUs…"
+        if snapshot is not None and not snapshot.gpus:
+            reason = snapshot.gpu_status
+        else:  # the snapshot saw GPUs but live telemetry cannot read them, or there is no snapshot
+            reason = getattr(self.telemetry, "gpu_status", None) or "No NVIDIA GPU was found"
+        reason = reason.rstrip(".") + "."
+        others = [
+            d.name
+            for d in (snapshot.backend_devices if snapshot is not None else ())
+            if d.type in (DeviceType.GPU, DeviceType.IGPU)
+        ]
+        if others and snapshot is not None and snapshot.gpu_offload_supported:
+            # e.g. a Vulkan or Metal build: llama.cpp offloads, but NVML sees only NVIDIA GPUs.
+            return (
+                f"{reason} llama.cpp can offload to {', '.join(others)}; only NVIDIA GPUs are plotted here."
+            )
+        return f"{reason} Models run on the CPU; the System plots above show their load."
+
+    def _update_status(self) -> None:
+        model = self._model
+        if model is None:
+            self.status.setText("No model loaded")
+            return
+        plan = getattr(model, "plan", None)
+        name = plan.model.name if isinstance(plan, LoadPlan) and plan.model.name else "Model"
+        if not getattr(model, "is_ready", True):
+            self.status.setText(f"{name}: loading…")
+            return
+        stats = self.history.latest_stats
+        if stats is None:
+            self.status.setText(f"{name}: waiting for the engine's first statistics…")
+            return
+        parts = [
+            f"<b>{name}</b>",
+            f"{stats.active_requests} active",
+            f"{stats.queue_depth} queued",
+            f"decode {format_count(round(stats.decode_tokens_per_second))} tok/s",
+        ]
+        if stats.n_ctx:
+            parts.append(f"KV {100 * stats.cells_used / stats.n_ctx:.0f}% used")
+        rate = self.history.totals.prefix_hit_rate
+        if rate is not None:
+            parts.append(f"prefix hits {100 * rate:.0f}%")
+        text = " · ".join(parts)
+        if text != self.status.text():
+            self.status.setText(text)
+
+    # -- Qt events ---------------------------------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._hidden_at is not None:
+            # Nothing was sampled while hidden: break the lines rather than draw across the gap.
+            if time.monotonic() - self._hidden_at > 2 * self.interval_ms / 1000:
+                self.history.mark_gap()
+            self._hidden_at = None
+        if not self._timer.isActive():
+            self._timer.start()
+            QTimer.singleShot(0, self, self._tick)  # fresh numbers now, not one interval later
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        if self._timer.isActive():
+            self._timer.stop()
+            self._hidden_at = time.monotonic()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        columns = max(1, min(3, self.width() // CARD_MIN_WIDTH))
+        for section in (self.engine_section, self.system_section, self.gpu_section):
+            section.cards.set_columns(columns)
+
+
+__all__ = ["DEFAULT_INTERVAL_MS", "DashboardView", "StatsSource", "TelemetrySource"]

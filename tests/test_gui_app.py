@@ -1,0 +1,285 @@
+"""The whole app, driven through its real widgets with tiny models (offscreen)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from app.chat import MessageAction, MessageState
+from app.main_window import MainWindow
+from app.model_session import SessionState
+from app.paths import AppPaths, resolve_paths
+from app.store import MessageState as Stored
+from engine.chat import Role
+from engine.hardware import HardwareSnapshot
+from tests.conftest import SCRIPT_TEXT
+
+WAIT = 30_000
+
+
+@pytest.fixture()
+def hardware() -> HardwareSnapshot:
+    return HardwareSnapshot(
+        cpu_name="Test CPU",
+        physical_cores=2,
+        logical_cores=2,
+        simd=("AVX2",),
+        ram_total=16 * 2**30,
+        ram_available=12 * 2**30,
+        gpus=(),
+        gpu_status="No NVIDIA driver found (NVML is not available)",
+        driver_version=None,
+        gpu_offload_supported=False,
+        backend_devices=(),
+    )
+
+
+@pytest.fixture()
+def paths(tmp_path: Path) -> AppPaths:
+    return resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
+
+
+def open_window(qtbot, paths: AppPaths, hardware: HardwareSnapshot) -> MainWindow:
+    window = MainWindow(paths, hardware=hardware)
+    qtbot.addWidget(window)
+    window.show()
+    window.start()
+    qtbot.waitUntil(lambda: not window.library.busy, timeout=WAIT)
+    return window
+
+
+@pytest.fixture()
+def window(qtbot, paths: AppPaths, hardware: HardwareSnapshot):
+    win = open_window(qtbot, paths, hardware)
+    yield win
+    win.close()
+
+
+def drop(window: MainWindow, *paths: Path) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    event = QDropEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    window.dropEvent(event)
+
+
+def load(qtbot, window: MainWindow, model: Path, projector: Path | None = None, parallel: int = 4) -> None:
+    drop(window, *(p for p in (model, projector) if p is not None))
+    qtbot.waitUntil(lambda: window.library_panel.selected_path() == model, timeout=WAIT)
+    panel = window.model_panel
+    panel.ctx_spin.setValue(1024)
+    panel.parallel_spin.setValue(parallel)
+    if projector is not None:
+        panel.projector_combo.setCurrentIndex(panel.projector_combo.findText(projector.name))
+    qtbot.mouseClick(panel.load_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.session.state is SessionState.READY, timeout=WAIT)
+
+
+def send(qtbot, window: MainWindow, text: str, wait: bool = True) -> None:
+    window.composer.set_text(text)
+    qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
+    if wait:
+        qtbot.waitUntil(lambda: window.chat.streaming == 0, timeout=WAIT)
+
+
+def last(window: MainWindow, role: Role | None = None):
+    messages = window.message_view.messages()
+    if role is not None:
+        messages = [m for m in messages if m.role is role]
+    return messages[-1]
+
+
+def png(color: tuple[int, int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 32), color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_load_shows_each_phase_with_its_duration(qtbot, window: MainWindow, tiny_model: Path) -> None:
+    load(qtbot, window, tiny_model)
+    plan = window.session.plan
+    progress = window.model_panel.load_progress
+    qtbot.waitUntil(lambda: progress.finished_phases() == list(plan.phases), timeout=WAIT)
+    assert "Tiny Llama" in window.badge.label.text()
+    assert window.badge.unload_button.isVisible()
+    assert window.tabs.currentWidget() is window.chat_splitter
+
+
+def test_a_failed_load_shows_why_and_the_app_stays_usable(
+    qtbot, window: MainWindow, tmp_path: Path, tiny_model: Path
+) -> None:
+    broken = tmp_path / "soon-broken.gguf"
+    broken.write_bytes(tiny_model.read_bytes())
+    drop(window, broken)
+    qtbot.waitUntil(lambda: window.library_panel.selected_path() == broken, timeout=WAIT)
+    broken.write_bytes(b"GGUF but not really")
+    qtbot.mouseClick(window.model_panel.load_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.session.state is SessionState.FAILED, timeout=WAIT)
+    assert window.model_panel.load_status.text()
+    assert window.model_panel.load_button.isEnabled() or window.model_panel.plan() is None
+    load(qtbot, window, tiny_model)  # and another load works
+
+
+def test_message_streams_and_persists(qtbot, window: MainWindow, scripted_model: Path) -> None:
+    load(qtbot, window, scripted_model)
+    send(qtbot, window, "hello")
+    reply = last(window, Role.ASSISTANT)
+    assert reply.text == SCRIPT_TEXT
+    assert reply.state is MessageState.DONE
+    assert "tok/s" in window.message_view.stats_text(reply.id)
+    stored = window.store.messages(window.chat.current_id)
+    assert [(m.role, m.state) for m in stored] == [
+        (Role.USER, Stored.COMPLETE),
+        (Role.ASSISTANT, Stored.COMPLETE),
+    ]
+    assert stored[1].text == SCRIPT_TEXT
+    assert stored[1].tokens  # kept for the next turn's cache reuse
+    title = window.store.get_conversation(window.chat.current_id).title
+    assert title == "hello"
+
+
+def test_escape_stops_the_reply(qtbot, window: MainWindow, looping_model: Path) -> None:
+    load(qtbot, window, looping_model)
+    settings = window.sampling_panel.settings()
+    window.sampling_panel.set_settings(type(settings)(**{**settings.to_dict(), "max_tokens": 100_000}))
+    window.sampling_panel.changed.emit(window.sampling_panel.settings())
+    send(qtbot, window, "go on forever", wait=False)
+    qtbot.waitUntil(lambda: len(last(window, Role.ASSISTANT).text) > 10, timeout=WAIT)
+    qtbot.keyClick(window.composer.input, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: window.chat.streaming == 0, timeout=WAIT)
+    reply = last(window, Role.ASSISTANT)
+    assert reply.state is MessageState.CANCELLED
+    stored = window.store.messages(window.chat.current_id)[-1]
+    assert stored.state is Stored.CANCELLED and stored.text == reply.text
+
+
+def test_regenerate_replaces_the_last_reply(qtbot, window: MainWindow, scripted_model: Path) -> None:
+    load(qtbot, window, scripted_model)
+    send(qtbot, window, "hello")
+    first = last(window, Role.ASSISTANT)
+    window.message_view.trigger_action(first.id, MessageAction.REGENERATE)
+    qtbot.waitUntil(
+        lambda: window.chat.streaming == 0 and last(window, Role.ASSISTANT).id != first.id, timeout=WAIT
+    )
+    stored = window.store.messages(window.chat.current_id)
+    assert len(stored) == 2 and stored[1].text == SCRIPT_TEXT
+
+
+def test_edit_a_message_and_resend_from_there(qtbot, window: MainWindow, scripted_model: Path) -> None:
+    load(qtbot, window, scripted_model)
+    send(qtbot, window, "first question")
+    send(qtbot, window, "second question")
+    first_user = next(m for m in window.message_view.messages() if m.role is Role.USER)
+    window.message_view.trigger_action(first_user.id, MessageAction.EDIT)
+    assert window.composer.is_editing()
+    window.composer.set_text("a better first question")
+    qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
+    qtbot.waitUntil(
+        lambda: window.chat.streaming == 0 and len(window.message_view.messages()) == 2, timeout=WAIT
+    )
+    stored = window.store.messages(window.chat.current_id)
+    assert [m.text for m in stored] == ["a better first question", SCRIPT_TEXT]
+
+
+def test_attach_an_image_when_the_model_has_a_projector(
+    qtbot, window: MainWindow, tiny_model: Path, tiny_projector: Path
+) -> None:
+    load(qtbot, window, tiny_model, tiny_projector)
+    assert window.session.ready_model.has_vision
+    assert window.composer.attach_button.isEnabled()
+    window.composer.attach_images([("red.png", png((200, 20, 20)))])
+    send(qtbot, window, "what is this?")
+    user = last(window, Role.USER)
+    assert len(user.images) == 1
+    reply = window.store.messages(window.chat.current_id)[-1]
+    assert reply.state is Stored.COMPLETE and reply.stats["completion_tokens"] > 0
+    assert len(window.store.messages(window.chat.current_id)[0].images) == 1
+
+
+def test_attach_is_disabled_with_a_reason_without_projector(
+    qtbot, window: MainWindow, tiny_model: Path
+) -> None:
+    load(qtbot, window, tiny_model)
+    assert not window.composer.attach_button.isEnabled()
+    assert "projector" in window.composer.attach_button.toolTip()
+
+
+def test_two_conversations_generate_at_once(qtbot, window: MainWindow, looping_model: Path) -> None:
+    load(qtbot, window, looping_model)
+    settings = window.sampling_panel.settings()
+    window.sampling_panel.set_settings(type(settings)(**{**settings.to_dict(), "max_tokens": 300}))
+    window.sampling_panel.changed.emit(window.sampling_panel.settings())
+    send(qtbot, window, "first chat", wait=False)
+    first = window.chat.current_id
+    window.new_chat_action.trigger()
+    assert window.chat.current_id != first
+    send(qtbot, window, "second chat", wait=False)
+    qtbot.waitUntil(lambda: window.chat.streaming == 2 or window.chat.streaming == 0, timeout=WAIT)
+    assert window.chat.streaming == 2, "both conversations generate together"
+    qtbot.waitUntil(lambda: window.chat.streaming == 0, timeout=WAIT)
+    for conversation in (first, window.chat.current_id):
+        replies = [m for m in window.store.messages(conversation) if m.role is Role.ASSISTANT]
+        assert replies[-1].state is Stored.COMPLETE and replies[-1].text
+
+
+def test_restart_finds_everything_again(
+    qtbot, paths: AppPaths, hardware: HardwareSnapshot, scripted_model: Path
+) -> None:
+    first = open_window(qtbot, paths, hardware)
+    load(qtbot, first, scripted_model)
+    send(qtbot, first, "remember me")
+    conversation = first.chat.current_id
+    first.close()
+    second = open_window(qtbot, paths, hardware)
+    try:
+        assert second.chat.current_id == conversation
+        texts = [m.text for m in second.message_view.messages()]
+        assert texts == ["remember me", SCRIPT_TEXT]
+        assert second.library.counts().models == 1
+        # The load settings are remembered per model.
+        second.library_panel.select_path(scripted_model)
+        assert second.model_panel.ctx_spin.value() == 1024
+        assert second.model_panel.parallel_spin.value() == 4
+    finally:
+        second.close()
+
+
+def test_delete_with_undo_and_search(qtbot, window: MainWindow, scripted_model: Path) -> None:
+    load(qtbot, window, scripted_model)
+    send(qtbot, window, "about lighthouses")
+    keep = window.chat.current_id
+    window.new_chat_action.trigger()
+    send(qtbot, window, "about bread")
+    gone = window.chat.current_id
+    window.conversation_list.request_delete(gone)
+    assert gone not in [c.id for c in window.store.list_conversations()]
+    window.conversation_list.undo_delete()
+    assert gone in [c.id for c in window.store.list_conversations()]
+    window.chat.search("lighthouse")
+    assert window.conversation_list.visible_ids() == [keep]
+
+
+def test_keyboard_shortcuts(qtbot, window: MainWindow) -> None:
+    before = len(window.store.list_conversations())
+    qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert len(window.store.list_conversations()) == before + 1
+    qtbot.keyClick(window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
+    assert window.sidebar.currentWidget() is window.conversation_list
+
+
+def test_sending_without_a_model_gives_the_text_back(qtbot, window: MainWindow) -> None:
+    window.new_chat_action.trigger()
+    window.composer.set_text("is anyone there?")
+    qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
+    assert window.composer.text() == "is anyone there?"
+    assert "Load a model" in window.status_label.text()
