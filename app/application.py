@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
@@ -25,19 +26,36 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     return app  # type: ignore[return-value]
 
 
-def run_gui(paths: AppPaths) -> int:
+def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) -> int:
+    """The window on a qasync loop. ``load``: a model to load at once (with its remembered
+    settings); ``send``: a first message for a new chat once it is loaded."""
     import qasync
+    from PySide6.QtCore import QLockFile
+    from PySide6.QtWidgets import QMessageBox
 
     from app.main_window import MainWindow
 
     app = create_application()
+    paths.ensure()
+    # One Hearth per data folder: a second one would mark the first's live replies as
+    # interrupted and write to the same conversations.
+    lock = QLockFile(str(paths.data_dir / "hearth.lock"))
+    lock.setStaleLockTime(0)
+    if not lock.tryLock(100):
+        QMessageBox.information(
+            None, "Hearth", f"Hearth is already running with this data folder:\n{paths.data_dir}"
+        )
+        return 1
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
-    window = MainWindow(paths.ensure())
+    window = MainWindow(paths)
     window.show()
     window.start()
+    if load is not None:
+        window.load_and_send(load, send)
     with loop:
         closed = asyncio.Event()
         app.aboutToQuit.connect(closed.set)
         loop.run_until_complete(closed.wait())
+    lock.unlock()
     return 0

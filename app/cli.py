@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--startup-probe", action="store_true", help="open the window once and print the cold start time"
     )
+    parser.add_argument("--load", type=Path, metavar="MODEL", help="window: load this model when it opens")
+    parser.add_argument(
+        "--send", metavar="TEXT", help="window: once the model is loaded, start a new chat with this message"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("inspect", help="describe a GGUF file (model or projector)")
@@ -115,7 +119,7 @@ def run_cli(argv: list[str]) -> int:
     if args.command is None:
         from app.application import run_gui
 
-        return run_gui(paths)
+        return run_gui(paths, load=args.load, send=args.send)
     handlers = {
         "inspect": cmd_inspect,
         "plan": cmd_plan,

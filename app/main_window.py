@@ -290,6 +290,31 @@ class MainWindow(QMainWindow):
         self.model_panel.set_loading(True, f"Loading {plan.model.display_name}…")
         self.session.load(plan, speculation)
 
+    def load_and_send(self, model_path: Path, message: str | None = None) -> None:
+        """Load ``model_path`` with its remembered (or default) settings; then, if given,
+        send ``message`` in a new chat. For `hearth --load MODEL --send TEXT`."""
+        from engine.catalog import inspect_model
+        from engine.planner import LoadRequest, plan_load
+
+        try:
+            info = inspect_model(model_path)
+            remembered = self.store.get_setting(settings_key(info.path))
+            request = request_from_dict(remembered, self._find_info) if remembered else None
+            plan = plan_load(info, self._hardware or take_snapshot(), request or LoadRequest())
+        except EngineError as exc:
+            self.status_label.setText(exc.message)
+            return
+        if message:
+
+            def send_when_ready(_model: object) -> None:
+                self.session.model_ready.disconnect(send_when_ready)
+                self.chat.new_conversation()
+                self.composer.set_text(message)
+                self.composer.submit()
+
+            self.session.model_ready.connect(send_when_ready)
+        self.load_model(plan)
+
     def unload_model(self) -> None:
         self.session.unload()
 
