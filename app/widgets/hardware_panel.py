@@ -27,6 +27,7 @@ class HardwarePanel(QWidget):
         layout.addWidget(self.heading)
         layout.addWidget(self.body)
         layout.addWidget(self.note)
+        layout.addStretch(1)
 
     def set_snapshot(self, snapshot: HardwareSnapshot) -> None:
         self.body.setText("\n".join(describe(snapshot)))
