@@ -24,7 +24,12 @@ def _add_speculation_options(parser: argparse.ArgumentParser) -> None:
         metavar="lookup|draft:PATH",
         help="speculative decoding: prompt lookup, or a smaller draft model with the same vocabulary",
     )
-    parser.add_argument("--draft-max", type=int, default=None, help="most draft tokens per step (default 8)")
+    parser.add_argument(
+        "--draft-max",
+        type=int,
+        default=None,
+        help="most draft tokens per step (default 16; fewer when drafts do not pay)",
+    )
 
 
 def _speculation(args: argparse.Namespace):  # -> SpeculationConfig | None

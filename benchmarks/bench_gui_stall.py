@@ -96,7 +96,10 @@ def main() -> None:
     elapsed = time.monotonic() - started
     stalls = [max(0.0, g - PROBE_MS) for g in gaps[1:]]
     replies = [
-        m for c in window.store.list_conversations() for m in window.store.messages(c.id) if m.role.value == "assistant"
+        m
+        for c in window.store.list_conversations()
+        for m in window.store.messages(c.id)
+        if m.role.value == "assistant"
     ]
     result = {
         "model": model.name,

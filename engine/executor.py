@@ -74,6 +74,8 @@ from engine.scheduler import (
     WorkKind,
 )
 from engine.speculative import (
+    ACCEPTANCE_PRIOR,
+    DraftCostModel,
     DraftModel,
     DraftRequest,
     LookupIndex,
@@ -81,6 +83,9 @@ from engine.speculative import (
     SpeculationMode,
     check_draft_compatible,
     draft_limit,
+    next_draft_cap,
+    relax_acceptance,
+    update_acceptance,
     verify_rows,
 )
 
@@ -150,6 +155,8 @@ class _Active:
     speculate: bool = False
     lookup: LookupIndex | None = None
     in_flight: tuple[int, ...] = ()  # drafts decoded in the last batch, to verify
+    accept_p: float = ACCEPTANCE_PRIOR  # estimated chance that the next draft is accepted
+    draft_cap: int = 2  # slow start: how many drafts the next verification may have
     drafted: int = 0
     accepted: int = 0
 
@@ -216,6 +223,7 @@ class Executor(QThread):
         self.speculation = speculation or SpeculationConfig()
         self._drafted = 0
         self._accepted = 0
+        self._cost_model: DraftCostModel | None = None
         self._waiting: collections.deque[_Waiting] = collections.deque()
         self._active: dict[int, _Active] = {}  # by sequence id
         self._logit_rows: dict[int, range] = {}
@@ -477,6 +485,36 @@ class Executor(QThread):
         ll.llama_memory_clear(self._mem, True)
         if rc != 0:
             raise LoadFailed(f"The model loaded but could not evaluate a token (llama_decode returned {rc}).")
+        if self.speculation.enabled and self.speculation.adaptive:
+            self._cost_model = self._measure_draft_costs(token)
+
+    def _measure_draft_costs(self, token: int) -> DraftCostModel:
+        """Time decodes of 1..max_draft+1 rows on this machine: whether a draft pays
+        depends on what an extra row of logits costs here."""
+        import llama_cpp as ll
+
+        assert self._batch is not None
+        spec = self.speculation
+        top = min(spec.max_draft + 1, self.n_batch, self.n_ctx_seq)
+        timings: dict[int, float] = {}
+        for rows in sorted({1, 2, 3, 5, 9, top} - {r for r in (2, 3, 5, 9) if r > top}):
+            best = float("inf")
+            for _ in range(3):
+                self._batch.clear()
+                self._batch.add_run(0, 0, [token] * rows, range(rows))
+                start = time.perf_counter()
+                rc = ll.llama_decode(self._ctx, self._batch.native())
+                ll.llama_synchronize(self._ctx)
+                best = min(best, time.perf_counter() - start)
+                ll.llama_memory_clear(self._mem, True)
+                if rc != 0:
+                    break
+            timings[rows] = best
+        draft = self.plan.request.draft
+        draft_cost = 0.0
+        if spec.mode is SpeculationMode.DRAFT_MODEL and draft is not None and self.plan.model.parameter_count:
+            draft_cost = draft.parameter_count / self.plan.model.parameter_count
+        return DraftCostModel.measured(timings, spec.max_draft, draft_cost)
 
     def _free_native(self) -> None:
         import llama_cpp as ll
@@ -752,6 +790,10 @@ class Executor(QThread):
                     ll.llama_memory_seq_rm(self._mem, seq, position, -1)
                 active.drafted += len(drafts)
                 active.accepted += run.accepted
+                active.accept_p = update_acceptance(active.accept_p, len(drafts), run.accepted)
+                active.draft_cap = next_draft_cap(
+                    active.draft_cap, len(drafts), run.accepted, self.speculation.max_draft
+                )
                 self._drafted += len(drafts)
                 self._accepted += run.accepted
             else:
@@ -801,6 +843,10 @@ class Executor(QThread):
             if active.speculate:
                 tokens_left = active.request.max_tokens - len(active.tokens)
                 limit = draft_limit(spec.max_draft, active.progress.n_past, self.n_ctx_seq, tokens_left)
+            if limit > 0 and self._cost_model is not None:
+                limit = self._cost_model.choose(active.accept_p, min(limit, active.draft_cap), spec.min_draft)
+                if limit == 0:
+                    active.accept_p = relax_acceptance(active.accept_p)
             if limit <= 0:
                 continue
             if active.lookup is not None:

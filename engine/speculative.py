@@ -91,11 +91,14 @@ class SpeculationConfig:
 
     mode: SpeculationMode = SpeculationMode.OFF
     draft_path: Path | None = None
-    max_draft: int = 8
+    max_draft: int = 16  # an upper bound: the adaptive policy drafts what pays
     min_draft: int = 2
-    ngram_min: int = 1
+    ngram_min: int = 2  # a single repeated token is weak evidence of copying
     ngram_max: int = 4
     p_min: float = 0.0
+    # Draft only as much as pays on this machine (DraftCostModel); False: always draft up
+    # to max_draft (tests, and measuring a draft model's acceptance).
+    adaptive: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.draft_path, str):
@@ -975,3 +978,92 @@ __all__ = [
     "read_token_table",
     "verify_rows",
 ]
+
+
+# --------------------------------------------------------------------------- how many drafts
+
+
+ACCEPTANCE_PRIOR = 0.9  # optimistic: a request starts drafting and backs off on misses
+ACCEPTANCE_WEIGHT = 0.3
+
+
+def update_acceptance(p: float, drafted: int, accepted: int, weight: float = ACCEPTANCE_WEIGHT) -> float:
+    """An exponential average of the chance that the next draft token is accepted.
+
+    Verification is a run of Bernoulli trials that stops at the first failure: the first
+    ``accepted`` drafts succeeded and, if ``accepted < drafted``, the next one failed.
+    """
+    for _ in range(accepted):
+        p += weight * (1.0 - p)
+    if accepted < drafted:
+        p -= weight * p
+    return min(max(p, 0.0), 1.0)
+
+
+def relax_acceptance(p: float, weight: float = ACCEPTANCE_WEIGHT / 8) -> float:
+    """A tick without drafting drifts the estimate back toward the prior, so a request
+    that stopped speculating (the text stopped repeating) tries again later."""
+    return p + weight * (ACCEPTANCE_PRIOR - p)
+
+
+def next_draft_cap(cap: int, drafted: int, accepted: int, max_draft: int) -> int:
+    """Slow start, as TCP does: a fully accepted run doubles how many drafts the next
+    verification may have; a miss shrinks it to what was accepted. A request whose text
+    stopped repeating then loses little on its next wrong guess."""
+    if drafted and accepted == drafted:
+        return min(max_draft, max(cap, drafted) * 2)
+    return max(1, min(cap, accepted + 1))
+
+
+@dataclass(frozen=True)
+class DraftCostModel:
+    """Chooses a draft length that maximises expected tokens per unit of decode cost.
+
+    ``row_costs[n]`` is the cost of verifying ``n`` drafts (a decode with ``n + 1`` rows
+    for the sequence), relative to a plain one-row decode (``row_costs[0] == 1``); on a
+    CPU the logits of every extra row cost nearly as much as the first, so drafting only
+    pays when most drafts are accepted. ``draft_cost`` is the cost of producing one draft
+    token (0 for prompt lookup; a draft model's decode relative to the target's).
+    """
+
+    row_costs: tuple[float, ...]
+    draft_cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.row_costs or self.row_costs[0] <= 0:
+            raise ValueError("row_costs[0] is the cost of a plain decode and must be positive")
+
+    @classmethod
+    def measured(
+        cls, seconds: Mapping[int, float], max_draft: int, draft_cost: float = 0.0
+    ) -> DraftCostModel:
+        """From decode timings of a few row counts (``{rows: seconds}``), interpolated."""
+        points = sorted(seconds.items())
+        base = seconds.get(1) or points[0][1]
+        costs = []
+        for n in range(max_draft + 1):
+            rows = n + 1
+            below = max((p for p in points if p[0] <= rows), default=points[0])
+            above = min((p for p in points if p[0] >= rows), default=points[-1])
+            if above[0] == below[0]:
+                value = below[1] if rows <= below[0] else below[1] * rows / below[0]
+            else:
+                t = (rows - below[0]) / (above[0] - below[0])
+                value = below[1] + t * (above[1] - below[1])
+            costs.append(max(value / base, 1.0))
+        return cls(tuple(costs), draft_cost)
+
+    def expected_tokens(self, p: float, n: int) -> float:
+        """Tokens one verification emits with ``n`` drafts: 1 + p + p^2 + ... + p^n."""
+        return float(n + 1) if p >= 1.0 else (1.0 - p ** (n + 1)) / (1.0 - p)
+
+    def choose(self, p: float, limit: int, min_draft: int = 1) -> int:
+        """The number of drafts to propose (0: decode plainly this tick)."""
+        plain = 1.0 / self.row_costs[0]
+        best_n, best_rate = 0, plain
+        for n in range(max(1, min_draft), min(limit, len(self.row_costs) - 1) + 1):
+            rate = self.expected_tokens(p, n) / (self.row_costs[n] + n * self.draft_cost)
+            if rate > best_rate:
+                best_n, best_rate = n, rate
+        # Only a clear gain: speculation must never make a reply slower.
+        return best_n if best_rate > plain * 1.02 else 0

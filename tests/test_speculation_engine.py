@@ -18,7 +18,7 @@ from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.conftest import plan_for
 
 TIMEOUT = 60
-LOOKUP = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=6, min_draft=1)
+LOOKUP = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=6, min_draft=1, adaptive=False)
 PROMPTS = [
     "alpha beta gamma alpha beta gamma alpha beta",
     "one two three four one two three four one two",
@@ -29,6 +29,8 @@ PROMPTS = [
 def load(path: Path, speculation: SpeculationConfig | None = None, draft: Path | None = None) -> LoadedModel:
     request = {"draft": inspect_model(draft)} if draft else {}
     plan = plan_for(path, ctx=1024, parallel=4, **request)
+    if draft and speculation is None:
+        speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=draft, adaptive=False)
     return Engine.load(plan, speculation=speculation).wait_ready(TIMEOUT)
 
 
@@ -96,7 +98,10 @@ def test_requests_with_and_without_speculation_share_a_batch(looping_model: Path
 
 
 def test_max_tokens_inside_an_accepted_run_never_overshoots(looping_model: Path) -> None:
-    model = load(looping_model, SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=8, min_draft=1))
+    model = load(
+        looping_model,
+        SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=8, min_draft=1, adaptive=False),
+    )
     try:
         for limit in (13, 29, 41):
             completion = model.submit(greedy("go", max_tokens=limit)).wait(TIMEOUT)
@@ -177,5 +182,26 @@ def test_chat_messages_speculate_too(looping_model: Path) -> None:
         request = ChatRequest(messages=(ChatMessage("user", "hi"),), sampling=GREEDY, max_tokens=30)
         completion = model.submit(request).wait(TIMEOUT)
         assert completion.drafted > 0
+    finally:
+        model.unload()
+
+
+def test_adaptive_drafting_stops_when_drafts_do_not_pay(tiny_model: Path, reference) -> None:
+    """Random text: lookup drafts are mostly wrong, so the adaptive policy backs off."""
+    spec = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=8, min_draft=1)
+    model = load(tiny_model, spec)
+    try:
+        assert outputs(model) == reference
+        stats = model.stats()
+        assert stats.drafted_tokens <= 3 * 48, "drafting should back off on mispredictions"
+    finally:
+        model.unload()
+
+
+def test_adaptive_drafting_keeps_going_when_drafts_are_accepted(looping_model: Path) -> None:
+    model = load(looping_model, SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=8, min_draft=1))
+    try:
+        completion = model.submit(greedy("go", max_tokens=200)).wait(TIMEOUT)
+        assert completion.accepted > 100
     finally:
         model.unload()

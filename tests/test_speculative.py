@@ -43,7 +43,7 @@ from tests.conftest import plan_for
 def test_config_defaults_and_switch() -> None:
     config = SpeculationConfig()
     assert config.mode is SpeculationMode.OFF and not config.enabled
-    assert (config.max_draft, config.min_draft, config.ngram_min, config.ngram_max) == (8, 2, 1, 4)
+    assert (config.max_draft, config.min_draft, config.ngram_min, config.ngram_max) == (16, 2, 2, 4)
     lookup = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, ngram_min=2, ngram_max=3)
     assert lookup.enabled and lookup.prompt_lookup() == PromptLookup(2, 3)
     draft = SpeculationConfig(SpeculationMode.DRAFT_MODEL, "small.gguf")  # type: ignore[arg-type]
@@ -625,3 +625,68 @@ def test_a_failed_draft_decode_gives_no_drafts(draft: DraftModel, monkeypatch: p
     assert draft.tokens(0) == draft.tokens(1) == ()
     assert draft.cells(1) == 0
     assert len(draft.propose({1: (PROMPT_B, 301, 4)})[1]) == 4
+
+
+# -- how many drafts pay ---------------------------------------------------------------
+
+from engine.speculative import (  # noqa: E402
+    ACCEPTANCE_PRIOR,
+    DraftCostModel,
+    relax_acceptance,
+    update_acceptance,
+)
+
+# Measured on Gemma 3 270M, 2 CPU threads: one row 11 ms, 9 rows 57 ms.
+CPU_COSTS = DraftCostModel.measured({1: 11.3, 2: 23.1, 3: 27.7, 5: 44.9, 9: 57.1}, max_draft=8)
+
+
+def test_cost_model_interpolates_measured_row_costs() -> None:
+    assert CPU_COSTS.row_costs[0] == 1.0
+    assert len(CPU_COSTS.row_costs) == 9
+    assert CPU_COSTS.row_costs[1] == pytest.approx(23.1 / 11.3)
+    assert CPU_COSTS.row_costs[3] == pytest.approx((44.9 + 27.7) / 2 / 11.3)
+    assert list(CPU_COSTS.row_costs) == sorted(CPU_COSTS.row_costs)
+
+
+def test_no_drafts_when_acceptance_is_low_long_drafts_when_high() -> None:
+    assert CPU_COSTS.choose(0.3, limit=8) == 0
+    assert CPU_COSTS.choose(0.6, limit=8) == 0  # an extra row costs as much as the first here
+    assert CPU_COSTS.choose(0.99, limit=8) == 8
+    assert CPU_COSTS.choose(0.99, limit=3) == 3
+
+
+def test_cheap_rows_make_drafting_pay_earlier() -> None:
+    gpu_like = DraftCostModel(tuple(1.0 + 0.05 * n for n in range(9)))
+    assert gpu_like.choose(0.6, limit=8) > 0
+    assert gpu_like.choose(0.6, limit=8, min_draft=9) == 0
+
+
+def test_a_draft_model_costs_its_own_decodes() -> None:
+    free = DraftCostModel(tuple(1.0 + 0.05 * n for n in range(9)))
+    same_size = DraftCostModel(free.row_costs, draft_cost=1.0)
+    assert free.choose(0.8, 8) > 0
+    assert same_size.choose(0.8, 8) == 0
+
+
+def test_expected_tokens() -> None:
+    assert CPU_COSTS.expected_tokens(1.0, 4) == 5
+    assert CPU_COSTS.expected_tokens(0.5, 2) == pytest.approx(1.75)
+
+
+def test_acceptance_estimate_moves_with_verification() -> None:
+    p = ACCEPTANCE_PRIOR
+    up = update_acceptance(p, drafted=4, accepted=4)
+    down = update_acceptance(p, drafted=4, accepted=0)
+    assert up > p > down
+    assert 0.0 <= update_acceptance(0.0, 3, 0) <= update_acceptance(1.0, 3, 3) <= 1.0
+    assert relax_acceptance(0.1) > 0.1 and relax_acceptance(0.95) < 0.95
+
+
+def test_slow_start_of_draft_length() -> None:
+    from engine.speculative import next_draft_cap
+
+    assert next_draft_cap(2, drafted=2, accepted=2, max_draft=8) == 4
+    assert next_draft_cap(4, drafted=4, accepted=4, max_draft=8) == 8
+    assert next_draft_cap(8, drafted=8, accepted=8, max_draft=8) == 8
+    assert next_draft_cap(8, drafted=8, accepted=3, max_draft=8) == 4
+    assert next_draft_cap(8, drafted=8, accepted=0, max_draft=8) == 1
