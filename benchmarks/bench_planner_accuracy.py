@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from engine.catalog import inspect
-from engine.hardware import HardwareSnapshot
+from engine.hardware import described_machine
 from engine.llama_log import capture_llama_logs, parse_buffer_sizes
 from engine.native import ensure_backend
 from engine.planner import KvCacheType, LoadRequest, plan_load
@@ -28,19 +28,7 @@ MIB = 1024 * 1024
 RESOLUTION = MIB // 20
 GIB = 1024 * MIB
 
-CPU_ONLY = HardwareSnapshot(
-    cpu_name="benchmark",
-    physical_cores=2,
-    logical_cores=2,
-    simd=(),
-    ram_total=64 * GIB,
-    ram_available=64 * GIB,
-    gpus=(),
-    gpu_status="CPU only (benchmark)",
-    driver_version=None,
-    gpu_offload_supported=False,
-    backend_devices=(),
-)
+CPU_ONLY = described_machine(ram_total=64 * GIB, name="benchmark")
 
 BASIC = [LoadRequest(context_per_conversation=c, parallel=p) for c in (512, 2048, 8192) for p in (1, 4)]
 EXTRA = [

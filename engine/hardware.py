@@ -460,3 +460,27 @@ class Telemetry:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def described_machine(
+    *,
+    cores: int = 2,
+    ram_total: int = 16 << 30,
+    ram_available: int | None = None,
+    name: str = "described CPU",
+) -> HardwareSnapshot:
+    """A CPU-only machine described by hand, for what-if plans, tests and benchmarks that
+    must not depend on the machine they run on."""
+    return HardwareSnapshot(
+        cpu_name=name,
+        physical_cores=cores,
+        logical_cores=cores,
+        simd=(),
+        ram_total=ram_total,
+        ram_available=ram_total if ram_available is None else ram_available,
+        gpus=(),
+        gpu_status="No NVIDIA GPU (a described machine)",
+        driver_version=None,
+        gpu_offload_supported=False,
+        backend_devices=(),
+    )

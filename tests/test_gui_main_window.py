@@ -16,23 +16,6 @@ from engine.planner import Verdict
 
 
 @pytest.fixture()
-def hardware() -> HardwareSnapshot:
-    return HardwareSnapshot(
-        cpu_name="Test CPU",
-        physical_cores=4,
-        logical_cores=8,
-        simd=("AVX2",),
-        ram_total=16 * 2**30,
-        ram_available=12 * 2**30,
-        gpus=(),
-        gpu_status="No NVIDIA driver found (NVML is not available)",
-        driver_version=None,
-        gpu_offload_supported=False,
-        backend_devices=(),
-    )
-
-
-@pytest.fixture()
 def window(qtbot, tmp_path: Path, hardware: HardwareSnapshot):
     paths = resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
     win = MainWindow(paths, hardware=hardware)

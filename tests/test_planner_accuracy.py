@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.catalog import ModelInfo, inspect
-from engine.hardware import HardwareSnapshot
+from engine.hardware import described_machine
 from engine.llama_log import ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.planner import KvCacheType, LlamaParams, LoadPlan, LoadRequest, plan_load
 
@@ -28,19 +28,7 @@ TOLERANCE = 0.10
 # llama.cpp prints MiB with two decimals; the tiny model's buffers are a few KiB.
 ROUNDING = int(0.006 * 1024 * 1024)
 
-CPU_ONLY = HardwareSnapshot(
-    cpu_name="test CPU",
-    physical_cores=2,
-    logical_cores=2,
-    simd=(),
-    ram_total=64 * GIB,
-    ram_available=64 * GIB,
-    gpus=(),
-    gpu_status="no GPU (test)",
-    driver_version=None,
-    gpu_offload_supported=False,
-    backend_devices=(),
-)
+CPU_ONLY = described_machine(ram_total=64 * GIB, name="test CPU")
 
 
 class LoadedModel:

@@ -186,7 +186,12 @@ class KvPanel(Card):
         self.table.setAlternatingRowColors(True)
         self.table.setItemDelegateForColumn(_CELLS_COLUMN, _CellsDelegate(self.table))
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # Fixed widths from the font, not ResizeToContents: that measures every cell again on
+        # each change, which made this table the costliest part of a dashboard tick.
+        metrics = self.table.fontMetrics()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        for column, widest in ((0, "Seq"), (2, "Quarantined"), (4, "Cached prefix")):
+            header.resizeSection(column, metrics.horizontalAdvance(widest) + 18)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(_CELLS_COLUMN, QHeaderView.ResizeMode.Stretch)
         self.table.verticalHeader().setDefaultSectionSize(24)
@@ -197,6 +202,7 @@ class KvPanel(Card):
         self.body.addWidget(self.note)
         self.body.addStretch(1)
         self._rows: tuple[KvRow, ...] = ()
+        self._shown: list[KvRow] = []  # what the table's items say now
         self._last_owner: dict[int, str] = {}
         self._names: OwnerNames = names_from(None)
         self._stats: EngineStats | None = None
@@ -247,32 +253,37 @@ class KvPanel(Card):
         rows = self._rows
         if table.rowCount() != len(rows):
             table.setRowCount(len(rows))
+            self._shown = self._shown[: len(rows)]
+            self._fit_table_height()
         for r, row in enumerate(rows):
-            cells = f"{row.cells_used:,} / {row.capacity:,}"
-            texts = (
-                str(row.sequence_id),
-                row.name,
-                STATE_TEXT.get(row.state, row.state),
-                cells,
-                format_count(row.reusable_tokens) if row.reusable_tokens else "—",
-            )
-            for c, text in enumerate(texts):
-                item = table.item(r, c)
-                if item is None:  # items are created once per row and then reused
+            before = self._shown[r] if r < len(self._shown) else None
+            if row == before:
+                continue
+            if before is None:  # items are created once per row and then reused
+                for c in range(len(COLUMNS)):
                     item = QTableWidgetItem()
                     if c in (0, _CELLS_COLUMN, 4):
                         item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                     table.setItem(r, c, item)
-                if item.text() != text:
-                    item.setText(text)
-            swatch = table.item(r, 0)
-            swatch.setForeground(QColor(color_for(row.sequence_id)))
-            table.item(r, 1).setToolTip(row.owner if row.owner != row.name else "")
-            table.item(r, 2).setToolTip(STATE_TIP.get(row.state, ""))
-            bar_item = table.item(r, _CELLS_COLUMN)
-            bar_item.setData(_FRACTION_ROLE, row.fraction)
-            bar_item.setData(_COLOR_ROLE, color_for(row.sequence_id))
-        self._fit_table_height()
+            # Only what changed: every setText/setData makes the view repaint that cell.
+            if before is None or before.sequence_id != row.sequence_id:
+                item = table.item(r, 0)
+                item.setText(str(row.sequence_id))
+                item.setForeground(QColor(color_for(row.sequence_id)))
+                table.item(r, _CELLS_COLUMN).setData(_COLOR_ROLE, color_for(row.sequence_id))
+            if before is None or (before.name, before.owner) != (row.name, row.owner):
+                table.item(r, 1).setText(row.name)
+                table.item(r, 1).setToolTip(row.owner if row.owner != row.name else "")
+            if before is None or before.state != row.state:
+                table.item(r, 2).setText(STATE_TEXT.get(row.state, row.state))
+                table.item(r, 2).setToolTip(STATE_TIP.get(row.state, ""))
+            if before is None or (before.cells_used, before.capacity) != (row.cells_used, row.capacity):
+                cells = table.item(r, _CELLS_COLUMN)
+                cells.setText(f"{row.cells_used:,} / {row.capacity:,}")
+                cells.setData(_FRACTION_ROLE, row.fraction)
+            if before is None or before.reusable_tokens != row.reusable_tokens:
+                table.item(r, 4).setText(format_count(row.reusable_tokens) if row.reusable_tokens else "—")
+        self._shown = list(rows)
 
     def _fit_table_height(self) -> None:
         # Show every row without a scroll bar (up to a limit): the table is a readout.

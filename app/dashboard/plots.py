@@ -220,6 +220,7 @@ class PlotCard(Card):
         self._series: list[Series] = []
         self._items: list[pg.PlotDataItem] = []
         self._legend_text = ""
+        self._last_draw = -math.inf
         self.updates = 0  # how many refreshes reached setData (tests, benchmarks)
 
         self.legend = QLabel()
@@ -303,18 +304,30 @@ class PlotCard(Card):
         for s in series:
             self.add_series(s)
         self._legend_text = ""
+        self._last_draw = -math.inf  # new curves: draw at the next refresh
 
     def set_y_max(self, y_max: float | None) -> None:
         """Fix the y range to 0..``y_max`` (None: follow the data)."""
         self._y_max = y_max
         self._current_top = math.nan
+        self._last_draw = -math.inf
 
     # -- updates -----------------------------------------------------------------------------
 
     def refresh(self, now: float, force: bool = False) -> bool:
-        """Feed the curves the newest history; False when skipped because off screen."""
-        if not force and not self.is_on_screen():
-            return False
+        """Feed the curves the newest history; False when skipped (off screen, or too soon).
+
+        "Too soon" is less time than one pixel of the x axis stands for: with five minutes
+        across ~400 pixels the curves move a pixel every ~0.75 s, and redrawing at every
+        250 ms sample would change nothing visible for most of the cost.
+        """
+        if not force:
+            if not self.is_on_screen():
+                return False
+            pixels = max(1.0, self.plot.getPlotItem().getViewBox().width())
+            if now - self._last_draw < self.window_s / pixels:
+                return False
+        self._last_draw = now
         times = self.table.times()
         x = times - now
         columns = [self.table.series(s.column) for s in self._series]
