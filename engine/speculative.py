@@ -1000,7 +1000,7 @@ def update_acceptance(p: float, drafted: int, accepted: int, weight: float = ACC
     return min(max(p, 0.0), 1.0)
 
 
-def relax_acceptance(p: float, weight: float = ACCEPTANCE_WEIGHT / 8) -> float:
+def relax_acceptance(p: float, weight: float = ACCEPTANCE_WEIGHT / 16) -> float:
     """A tick without drafting drifts the estimate back toward the prior, so a request
     that stopped speculating (the text stopped repeating) tries again later."""
     return p + weight * (ACCEPTANCE_PRIOR - p)
@@ -1066,4 +1066,4 @@ class DraftCostModel:
             if rate > best_rate:
                 best_n, best_rate = n, rate
         # Only a clear gain: speculation must never make a reply slower.
-        return best_n if best_rate > plain * 1.02 else 0
+        return best_n if best_rate > plain * 1.05 else 0
