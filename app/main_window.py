@@ -398,6 +398,8 @@ class MainWindow(QMainWindow):
     # -- dashboard ---------------------------------------------------------------------
 
     def _ensure_dashboard(self, visible: bool) -> None:
+        if self.dashboard_dock.isVisible() != visible:
+            self.dashboard_dock.setVisible(visible)
         if not visible or self.dashboard is not None:
             return
         from app.dashboard import DashboardView
@@ -408,6 +410,7 @@ class MainWindow(QMainWindow):
         if model is not None:
             self.dashboard.set_model(model)
             self.dashboard.set_load_report(model.plan, model.reported_memory)
+        self.dashboard.setMinimumWidth(460)
         self.dashboard_dock.setWidget(self.dashboard)
 
     def _conversation_title(self, owner: str) -> str | None:

@@ -266,3 +266,17 @@ def test_sending_without_a_model_gives_the_text_back(qtbot, window: MainWindow) 
     qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
     assert window.composer.text() == "is anyone there?"
     assert "Load a model" in window.status_label.text()
+
+
+def test_dashboard_dock_follows_the_loaded_model(qtbot, window: MainWindow, looping_model: Path) -> None:
+    window.dashboard_action.trigger()
+    assert window.dashboard_dock.isVisible() and window.dashboard is not None
+    assert window.dashboard.model is None
+    load(qtbot, window, looping_model)
+    assert window.dashboard.model is window.session.ready_model
+    window.dashboard.set_interval(50)
+    send(qtbot, window, "keep the dashboard busy", wait=False)
+    qtbot.waitUntil(lambda: window.chat.streaming == 0, timeout=WAIT)
+    qtbot.waitUntil(lambda: window.dashboard.history.totals.completed_requests >= 1, timeout=WAIT)
+    window.dashboard_action.trigger()
+    assert not window.dashboard_dock.isVisible()
