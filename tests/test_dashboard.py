@@ -428,7 +428,9 @@ def test_kv_panel_follows_requests_on_a_tiny_model(qtbot, make_tiny_model) -> No
     v = DashboardView(FakeTelemetry(), interval_ms=40, window_s=20)
     qtbot.addWidget(v)
     v.resize(1000, 900)
-    v.set_owner_names({"chat-1": "Trip planning", "chat-2": "Rust lifetimes", "chat-3": "Soup"})
+    names = {"chat-1": "Trip planning", "chat-2": "Rust lifetimes", "chat-3": "Soup"}
+    lookups: list[str] = []
+    v.set_owner_names(lambda owner: lookups.append(owner) or names.get(owner))  # like a database query
     v.set_model(model)
     v.show()
     handles = []
@@ -458,6 +460,7 @@ def test_kv_panel_follows_requests_on_a_tiny_model(qtbot, make_tiny_model) -> No
         rust = [r for r in v.kv_panel.rows if r.name == "Rust lifetimes"]
         assert all(r.state != "active" for r in rust)  # cached (still named) or freed
         assert "2 active" in v.kv_panel.note.text()
+        assert len(lookups) < 10  # names are cached, not looked up on every stats update
     finally:
         for handle in handles:
             handle.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ _CELLS_COLUMN = 3
 _FRACTION_ROLE = Qt.ItemDataRole.UserRole + 1
 _COLOR_ROLE = Qt.ItemDataRole.UserRole + 2
 MAX_VISIBLE_ROWS = 8
+NAME_CACHE_S = 5.0
 
 OwnerNames = Callable[[str], str | None]
 
@@ -205,6 +207,11 @@ class KvPanel(Card):
         self._shown: list[KvRow] = []  # what the table's items say now
         self._last_owner: dict[int, str] = {}
         self._names: OwnerNames = names_from(None)
+        # Names looked up recently. The lookup may be a database query (a conversation's
+        # title), and stats arrive four times a second; a few seconds old is fresh enough
+        # to pick up a renamed conversation.
+        self._name_cache: dict[str, str | None] = {}
+        self._name_cache_time = 0.0
         self._stats: EngineStats | None = None
         self._fit_table_height()
 
@@ -214,8 +221,14 @@ class KvPanel(Card):
 
     def set_names(self, names: OwnerNames) -> None:
         self._names = names
+        self._name_cache.clear()
         if self._stats is not None:
             self.set_stats(self._stats)
+
+    def _cached_name(self, owner: str) -> str | None:
+        if owner not in self._name_cache:
+            self._name_cache[owner] = self._names(owner)
+        return self._name_cache[owner]
 
     def reset(self) -> None:
         """A different model: forget which conversation held which sequence."""
@@ -231,7 +244,11 @@ class KvPanel(Card):
             self.set_title("KV cache")
             self._show_rows()
             return
-        rows = kv_rows(stats, self._last_owner, self._names)
+        now = time.monotonic()
+        if now - self._name_cache_time > NAME_CACHE_S:
+            self._name_cache.clear()
+            self._name_cache_time = now
+        rows = kv_rows(stats, self._last_owner, self._cached_name)
         self.set_title(
             f"KV cache — {len(stats.sequences)} sequence{'s' if len(stats.sequences) != 1 else ''}"
             f" × {stats.n_ctx_per_sequence:,} cells"
