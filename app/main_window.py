@@ -289,6 +289,8 @@ class MainWindow(QMainWindow):
         self.store.set_setting(settings_key(plan.model.path), request_to_dict(plan.request, speculation))
         self.model_panel.set_loading(True, f"Loading {plan.model.display_name}…")
         self.session.load(plan, speculation)
+        if self.dashboard is not None:
+            self.dashboard.set_model(self.session.model)  # measures the load's memory growth
 
     def load_and_send(self, model_path: Path, message: str | None = None) -> None:
         """Load ``model_path`` with its remembered (or default) settings; then, if given,
