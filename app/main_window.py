@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.chat import Composer, ConversationList, MessageView, SamplingPanel
 from app.chat_controller import ChatController
+from app.dashboard import DashboardView
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
 from app.model_session import ModelSession, SessionState
@@ -127,7 +128,7 @@ class MainWindow(QMainWindow):
         self.dashboard_dock.setObjectName("dashboardDock")
         self.dashboard_dock.setVisible(False)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dashboard_dock)
-        self.dashboard = None  # created on first show: it samples telemetry while visible
+        self.dashboard: DashboardView | None = None  # created on first show: it samples while visible
 
         self.chat = ChatController(
             self.store,
@@ -404,8 +405,6 @@ class MainWindow(QMainWindow):
             self.dashboard_dock.setVisible(visible)
         if not visible or self.dashboard is not None:
             return
-        from app.dashboard import DashboardView
-
         self.dashboard = DashboardView(self._telemetry, snapshot=self._hardware)
         self.dashboard.set_owner_names(self._conversation_title)
         model = self.session.ready_model
