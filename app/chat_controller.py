@@ -30,7 +30,7 @@ from app.chat import (
     SamplingSettings,
 )
 from app.model_session import ModelSession
-from app.store import Conversation, Message, Store
+from app.store import Conversation, ImageRef, Message, Store
 from app.store import MessageState as StoredState
 from engine.chat import ChatMessage, Role
 from engine.errors import EngineError, ImageRejected
@@ -360,7 +360,7 @@ class ChatController(QObject):
             messages.append(ChatMessage(message.role, message.text, images, tokens))
         return messages
 
-    def _decoded(self, ref) -> DecodedImage:  # ref: app.store.ImageRef
+    def _decoded(self, ref: ImageRef) -> DecodedImage:
         key = ref.sha256
         image = self._images.get(key)
         if image is None:

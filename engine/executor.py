@@ -9,6 +9,7 @@ only enqueue commands; results leave as events on each request's handle.
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 import queue
 import threading
@@ -99,7 +100,7 @@ RATE_WINDOW = 3.0  # seconds of history behind "recent tokens/s"
 GGML_TYPES = {KvCacheType.F16: 1, KvCacheType.Q4_0: 2, KvCacheType.Q8_0: 8}
 
 
-class ExecutorState:
+class ExecutorState(enum.Enum):
     LOADING = "loading"
     READY = "ready"
     FAILED = "failed"

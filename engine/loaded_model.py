@@ -54,10 +54,10 @@ class LoadedModel(QObject):
 
     @property
     def is_ready(self) -> bool:
-        return self._executor.state == ExecutorState.READY
+        return self._executor.state is ExecutorState.READY
 
     @property
-    def state(self) -> str:
+    def state(self) -> ExecutorState:
         return self._executor.state
 
     @property
