@@ -18,6 +18,7 @@ The router also owns the two facts that make llama.cpp's logging awkward:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import enum
@@ -152,6 +153,21 @@ class LlamaLogRouter:
             except Exception:  # pragma: no cover - symbol missing in an odd build
                 log.debug("mtmd_helper_log_set failed; projector logs stay on stderr", exc_info=True)
 
+    def _detach(self) -> None:
+        """Give logging back to llama.cpp's own stderr logger before Python shuts down."""
+        with contextlib.suppress(Exception):
+            import llama_cpp
+
+            llama_cpp.llama_log_set(ctypes.cast(None, llama_cpp.llama_log_callback), ctypes.c_void_p(0))
+            self._installed = False
+            if self._mtmd_installed:
+                from llama_cpp import mtmd_cpp
+
+                mtmd_cpp.mtmd_helper_log_set(
+                    ctypes.cast(None, llama_cpp.llama_log_callback), ctypes.c_void_p(0)
+                )
+                self._mtmd_installed = False
+
     def _make_callback(self, source: LogSource) -> Callable[[int, bytes | None, object], None]:
         def callback(level: int, text: bytes | None, _user_data: object) -> None:
             # An exception escaping into ctypes is printed and swallowed; catch it here so
@@ -242,6 +258,15 @@ class LlamaLogRouter:
 
 _router: LlamaLogRouter | None = None
 _router_lock = threading.Lock()
+
+
+@atexit.register
+def _detach_router() -> None:
+    # Native code logs while the process exits (static destructors); a Python callback
+    # called then, during interpreter teardown, can crash the process. Registered at
+    # import, so it runs after handlers registered later (unloading models) have logged.
+    if _router is not None and _router.installed:
+        _router._detach()
 
 
 def get_router(install: bool = True) -> LlamaLogRouter:

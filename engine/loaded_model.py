@@ -7,6 +7,8 @@ thread: commands travel through the executor's queue, results come back as Qt si
 
 from __future__ import annotations
 
+import atexit
+import weakref
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
@@ -15,6 +17,16 @@ from engine.executor import Executor, ExecutorState
 from engine.planner import LoadPlan
 from engine.requests import ChatRequest, EngineStats, RequestHandle
 from engine.speculative import SpeculationConfig
+
+_live: weakref.WeakSet[LoadedModel] = weakref.WeakSet()
+
+
+@atexit.register
+def _unload_all() -> None:
+    """A model still loaded at exit is unloaded first: an executor thread running native
+    code while the interpreter and Qt tear down would crash the process."""
+    for model in list(_live):
+        model.unload(wait=True)
 
 
 class LoadedModel(QObject):
@@ -47,6 +59,7 @@ class LoadedModel(QObject):
         ex.unloaded.connect(self.unloaded)
 
     def start(self) -> LoadedModel:
+        _live.add(self)
         self._executor.start()
         return self
 
