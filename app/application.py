@@ -58,4 +58,8 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
         app.aboutToQuit.connect(closed.set)
         loop.run_until_complete(closed.wait())
     lock.unlock()
+    # Delete the application while Python is alive: Qt's exit handlers would otherwise
+    # destroy objects whose Python wrappers are already gone (a crash on quit).
+    del window
+    app.shutdown()
     return 0

@@ -87,3 +87,24 @@ def looping_model(tiny_dir: Path) -> Path:
     return write_tiny_text_model(
         tiny_dir / "looping.gguf", TinyTextSpec(script=SCRIPT[:-1], script_loops=True)
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Let Qt free what Python made while Python is still alive.
+
+    The clipboard (a global in QtGui) owns the QMimeData a paste test gave it; Qt's exit
+    handlers would delete it after the interpreter is gone and shiboken would crash
+    cleaning up its wrapper: a segfault after every test has passed.
+    """
+    import gc
+    import sys
+
+    widgets = sys.modules.get("PySide6.QtWidgets")
+    if widgets is None:
+        return
+    app = widgets.QApplication.instance()
+    if app is not None:
+        app.clipboard().clear()
+        app.closeAllWindows()
+        gc.collect()
+        app.shutdown()

@@ -469,6 +469,7 @@ def test_paste_image_then_submit_carries_it(qtbot, composer: Composer) -> None:
     assert attachments[0].mime_type == "image/png"
     assert QImage.fromData(attachments[0].data).size() == image.size()
     assert composer.chips() == []
+    QGuiApplication.clipboard().clear()  # the clipboard owns our QMimeData: free it now
 
 
 def test_files_dropped_or_chosen_and_removed(qtbot, composer: Composer, tmp_path: Path) -> None:
