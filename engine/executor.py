@@ -351,24 +351,17 @@ class Executor(QThread):
         self.phase_finished.emit(phase, time.perf_counter() - start)
 
     def _load(self) -> None:
-        plan = self.plan
-        for phase in plan.phases:
-            if phase is LoadPhase.VALIDATE:
-                self._phase(phase, self._validate)
-            elif phase is LoadPhase.WEIGHTS:
-                self._phase(phase, self._load_weights)
-            elif phase is LoadPhase.CONTEXT:
-                self._phase(phase, self._create_context)
-            elif phase is LoadPhase.PROJECTOR:
-                self._phase(phase, self._load_projector)
-            elif phase is LoadPhase.DRAFT:
-                self._phase(phase, self._load_draft)
-            elif phase is LoadPhase.WARMUP:
-                self._phase(phase, self._warm_up)
-            elif phase is LoadPhase.READY:
-                self._phase(phase, lambda: None)
-            else:
-                raise LoadFailed(f"This build of Hearth cannot load a {phase.value} yet.")
+        steps: dict[LoadPhase, Callable[[], None]] = {
+            LoadPhase.VALIDATE: self._validate,
+            LoadPhase.WEIGHTS: self._load_weights,
+            LoadPhase.CONTEXT: self._create_context,
+            LoadPhase.PROJECTOR: self._load_projector,
+            LoadPhase.DRAFT: self._load_draft,
+            LoadPhase.WARMUP: self._warm_up,
+            LoadPhase.READY: lambda: None,
+        }
+        for phase in self.plan.phases:
+            self._phase(phase, steps[phase])
 
     def _validate(self) -> None:
         plan = self.plan
