@@ -72,7 +72,7 @@ def main() -> None:
     while window.session.state.value != "ready":
         pump(0.05)
     settings = window.sampling_panel.settings()
-    for prompt in ("The three most important inventions of the 19th century were", "A recipe for bread:\n\n1."):
+    for prompt in ("What is a lighthouse, and why were they built?", "Tell me a short story about a cat."):
         window.new_chat_action.trigger()
         window.sampling_panel.set_settings(type(settings)(**{**settings.to_dict(), "max_tokens": 200}))
         window.sampling_panel.changed.emit(window.sampling_panel.settings())
