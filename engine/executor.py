@@ -225,6 +225,7 @@ class Executor(QThread):
         self._drafted = 0
         self._accepted = 0
         self._cost_model: DraftCostModel | None = None
+        self._last_owner: dict[int, str] = {}  # who last used each sequence (stats)
         self._waiting: collections.deque[_Waiting] = collections.deque()
         self._active: dict[int, _Active] = {}  # by sequence id
         self._logit_rows: dict[int, range] = {}
@@ -876,6 +877,7 @@ class Executor(QThread):
         self._flush(active, now)
         progress = active.progress
         self._pool.release(progress.sequence_id, progress.reusable_prefix() if active.request.cache else None)
+        self._last_owner[progress.sequence_id] = self._owner(active)
         del self._active[progress.sequence_id]
         self._logit_rows.pop(progress.sequence_id, None)
         free_chain(active.chain)
@@ -1051,6 +1053,10 @@ class Executor(QThread):
         images_done = progress.prompt.truncate(progress.cursor).media_count if images_total else 0
         active.handle._publish(Prefill(done, total, active.cached_tokens, images_done, images_total))
 
+    @staticmethod
+    def _owner(active: _Active) -> str:
+        return active.request.owner or f"request {active.handle.request_id}"
+
     def _compute_stats(self) -> EngineStats:
         import llama_cpp as ll
 
@@ -1060,13 +1066,18 @@ class Executor(QThread):
                 seq = info.sequence_id
                 cells = int(ll.llama_memory_seq_pos_max(self._mem, seq)) + 1
                 active = self._active.get(seq)
+                reused = info.reusable_tokens
                 if active is not None:
-                    state, owner = "active", active.request.owner or f"request {active.handle.request_id}"
+                    state, owner = "active", self._owner(active)
+                    reused = active.cached_tokens  # what this request took from the cache
                 elif info.state.value == "quarantined":
                     state, owner = "quarantined", ""
+                elif info.reusable_tokens:
+                    # Whose conversation the cached prefix is: its next turn will reuse it.
+                    state, owner = "reusable", self._last_owner.get(seq, "")
                 else:
-                    state, owner = ("reusable" if info.reusable_tokens else "empty"), ""
-                sequences.append(SequenceStats(seq, state, owner, max(cells, 0), info.reusable_tokens))
+                    state, owner = "empty", ""
+                sequences.append(SequenceStats(seq, state, owner, max(cells, 0), reused))
         span = (self._rates[-1][0] - self._rates[0][0]) if len(self._rates) > 1 else 0.0
         decode = sum(r[1] for r in self._rates) / span if span > 0 else 0.0
         prefill = sum(r[2] for r in self._rates) / span if span > 0 else 0.0

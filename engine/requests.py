@@ -258,9 +258,9 @@ class RequestHandle(QObject):
 class SequenceStats:
     sequence_id: int
     state: str  # "active", "reusable", "empty", "quarantined"
-    owner: str
+    owner: str  # the request's owner (a conversation id); for "reusable", the last one
     cells_used: int
-    reusable_tokens: int
+    reusable_tokens: int  # cached prefix: kept for the next turn, or (active) reused by this one
 
 
 @dataclass(frozen=True)

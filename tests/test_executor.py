@@ -414,3 +414,12 @@ def test_continue_an_interrupted_reply_from_its_text(scripted: LoadedModel) -> N
     # "b" (inside the script) makes it go on from there.
     completion = scripted.submit(chat("hello", assistant_prefix="é ab")).wait(TIMEOUT)
     assert completion.text == "你cd"
+
+
+def test_stats_remember_whose_prefix_a_cached_sequence_holds(tiny: LoadedModel) -> None:
+    tiny.submit(ChatRequest(prompt="remember my owner", sampling=GREEDY, max_tokens=4, owner="chat-9")).wait(
+        TIMEOUT
+    )
+    reusable = [s for s in tiny.stats().sequences if s.state == "reusable"]
+    assert [s.owner for s in reusable] == ["chat-9"]
+    assert reusable[0].reusable_tokens > 0
