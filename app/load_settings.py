@@ -48,7 +48,3 @@ def request_from_dict(data: dict[str, Any], find: Callable[[Path], ModelInfo | N
         )
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def speculation_from_dict(data: dict[str, Any]) -> str:
-    return str(data.get("speculation", "off"))

@@ -772,11 +772,11 @@ class Executor(QThread):
                 active.t_prefill_done = now
                 self._publish_prefill(active, now, force=True)
             drafts, active.in_flight = active.in_flight, ()
-
-            def sample(row: int, _rows: range = logit_rows, _chain: Any = active.chain) -> int:
-                return int(ll.llama_sampler_sample(_chain, self._ctx, _rows[row]))
-
             if drafts:
+
+                def sample(row: int, _rows: range = logit_rows, _chain: Any = active.chain) -> int:
+                    return int(ll.llama_sampler_sample(_chain, self._ctx, _rows[row]))
+
                 run = verify_rows(drafts, sample)
                 tokens = run.tokens
                 rejected = run.rejected(len(drafts))
@@ -792,7 +792,8 @@ class Executor(QThread):
                 self._drafted += len(drafts)
                 self._accepted += run.accepted
             else:
-                tokens = (sample(len(logit_rows) - 1),)
+                # The common case, once per token: no closure, one native call.
+                tokens = (int(ll.llama_sampler_sample(active.chain, self._ctx, logit_rows[-1])),)
             if self._emit_tokens(active, tokens):
                 pending[seq] = (active, tokens)
         if pending:
