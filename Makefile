@@ -6,16 +6,23 @@ STAMP  := $(VENV)/.hearth-installed
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint bench package clean
+.PHONY: run test lint bench package clean native
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip wheel
 
-# Re-installs only when pyproject.toml changes. The first install compiles llama.cpp
-# (several minutes); pip's wheel cache makes later installs quick.
-$(STAMP): pyproject.toml | $(PY)
-	@echo "Installing Hearth and its dependencies (the first time compiles llama.cpp: ~8 min)..."
+# llama.cpp compiled for this machine: CPU options from its own flags (never AMX), the GPU
+# backend it can use (HEARTH_BACKEND=cpu|cuda|vulkan to choose, HEARTH_CPU=portable for the
+# AVX2 level). Runs every time and does nothing when the build stamp already matches; the
+# first build compiles llama.cpp (~8 min on 2 cores) into a wheelhouse keyed by the options.
+native: | $(PY)
+	@$(PY) engine/native_build.py ensure
+
+# Re-installs only when pyproject.toml changes; llama-cpp-python is already installed by
+# `native`, so pip never builds it here (nor takes one from its own wheel cache).
+$(STAMP): pyproject.toml | $(PY) native
+	@echo "Installing Hearth and its dependencies..."
 	$(PY) -m pip install --quiet -e ".[test,demo]"
 	@touch $(STAMP)
 

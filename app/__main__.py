@@ -6,9 +6,16 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    # The native self-check's child (engine/native_probe.py); in a frozen bundle this
+    # executable is the only Python there is. Handled first: no Qt, no argparse.
+    if args[:1] == ["--native-probe"]:
+        from engine.native_probe import child_main
+
+        return child_main()
     from app.cli import run_cli
 
-    return run_cli(sys.argv[1:] if argv is None else argv)
+    return run_cli(args)
 
 
 if __name__ == "__main__":

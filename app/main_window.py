@@ -7,6 +7,7 @@ live dashboard, in a dock the user can keep open. Top: the loaded model, always 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
@@ -143,6 +144,13 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self.status_label = QLabel()
         self.statusBar().addWidget(self.status_label, 1)
+        # Why llama.cpp cannot run here, if so: stays while library scans update status_label.
+        self.native_label = QLabel()
+        self.native_label.setObjectName("nativeError")
+        self.native_label.setStyleSheet("color: #d62728;")
+        self.native_label.setWordWrap(True)
+        self.native_label.setVisible(False)
+        self.statusBar().addPermanentWidget(self.native_label, 2)
 
         self.library_panel.selection_changed.connect(self._on_library_selection)
         self.library.scan_finished.connect(self._on_scan_finished)
@@ -211,6 +219,11 @@ class MainWindow(QMainWindow):
             self._hardware = take_snapshot()
         self.hardware_panel.set_snapshot(self._hardware)
         self.model_panel.set_hardware(self._hardware)
+        if self._hardware.native_error is not None:  # this llama.cpp build failed its self-check
+            print(f"hearth: {self._hardware.native_error}", file=sys.stderr)
+            self.native_label.setText(self._hardware.native_error)
+            self.native_label.setVisible(True)
+            self.model_panel.show_load_error(self._hardware.native_error)
         self.library.rescan()
         self.chat.start()
 

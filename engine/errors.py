@@ -41,3 +41,7 @@ class ImageRejected(EngineError):
 
 class Cancelled(EngineError):
     """The user cancelled the operation."""
+
+
+class NativeBuildUnsafe(EngineError):
+    """The installed llama.cpp build crashed (or failed) in its self-check on this machine."""

@@ -41,7 +41,7 @@ from engine.multimodal import (
     check_fits,
     check_message_images,
 )
-from engine.native import ensure_backend
+from engine.native import require_backend
 from engine.native_batch import NativeBatch
 from engine.planner import KvCacheType, LoadPhase, LoadPlan
 from engine.requests import (
@@ -306,7 +306,7 @@ class Executor(QThread):
     def run(self) -> None:
         native_log: list = []
         try:
-            ensure_backend()
+            require_backend()
             with capture_llama_logs(LogLevel.INFO, this_thread_only=True) as native_log:
                 self._load()
             self.reported_memory = parse_buffer_sizes(native_log)

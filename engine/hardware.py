@@ -68,6 +68,15 @@ class HardwareSnapshot:
     driver_version: str | None
     gpu_offload_supported: bool  # llama_supports_gpu_offload() of this build
     backend_devices: tuple[BackendDevice, ...]
+    cpu_simd: tuple[str, ...] = ()  # what the CPU advertises (/proc/cpuinfo), llama.cpp's names
+    native_error: str | None = None  # why llama.cpp cannot run in this process (a failed self-check)
+
+    @property
+    def simd_not_compiled(self) -> tuple[str, ...]:
+        """Features the CPU has that this llama.cpp build does not use (AMX always, by design)."""
+        if self.native_error is not None:
+            return ()
+        return tuple(f for f in self.cpu_simd if f not in self.simd)
 
     @property
     def has_usable_gpu(self) -> bool:
@@ -323,6 +332,7 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
         physical_cores=psutil.cpu_count(logical=False) or logical,
         logical_cores=logical,
         simd=native.simd_features(),
+        cpu_simd=native.cpuinfo_simd(),
         ram_total=memory.total,
         ram_available=memory.available,
         gpus=gpus,
@@ -330,6 +340,7 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
         driver_version=opened.driver_version,
         gpu_offload_supported=native.supports_gpu_offload(),
         backend_devices=native.backend_devices(),
+        native_error=native.load_error(),
     )
 
 
@@ -350,7 +361,7 @@ def describe(snapshot: HardwareSnapshot) -> list[str]:
     s = snapshot
     lines = [
         f"CPU: {s.cpu_name}, {s.physical_cores} cores / {s.logical_cores} threads",
-        f"SIMD: {', '.join(s.simd) if s.simd else 'none detected'}",
+        f"CPU features: {', '.join(s.cpu_simd) if s.cpu_simd else 'none detected'}",
         f"RAM: {format_bytes(s.ram_total)} total, {format_bytes(s.ram_available)} available",
     ]
     driver = f" (driver {s.driver_version})" if s.driver_version else ""
@@ -364,10 +375,19 @@ def describe(snapshot: HardwareSnapshot) -> list[str]:
         if gpu.power_w is not None:
             details.append(f"{gpu.power_w:.0f} W")
         lines.append(f"  GPU {gpu.index}: {gpu.name}, {', '.join(details)}")
-    lines.append(
-        "llama.cpp build: "
-        + ("GPU offload supported" if s.gpu_offload_supported else "CPU only (no GPU offload)")
-    )
+    if s.native_error is not None:
+        lines.append(f"llama.cpp build: unusable: {s.native_error}")
+    else:
+        lines.append(
+            "llama.cpp build: "
+            + ("GPU offload supported" if s.gpu_offload_supported else "CPU only (no GPU offload)")
+        )
+        lines.append(f"  compiled for: {', '.join(s.simd) if s.simd else 'no SIMD features'}")
+        if s.simd_not_compiled:
+            lines.append(f"  left out: {', '.join(s.simd_not_compiled)}")
+        backends = sorted({d.name.rstrip("0123456789") or d.name for d in s.backend_devices})
+        if backends:
+            lines.append(f"  backends: {', '.join(backends)}")
     if s.offload_note:
         lines.append(f"Note: {s.offload_note}")
     for dev in s.backend_devices:

@@ -18,12 +18,15 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
+from engine.errors import LoadFailed, NativeBuildUnsafe
 from engine.hardware import BackendDevice, DeviceType
 
 # The only mutable module state in the engine: llama_backend_init must run exactly once per
-# process, and both the GUI thread and executor threads may be first to need it.
+# process, and both the GUI thread and executor threads may be first to need it. A build
+# that failed its self-check (engine/native_probe.py) is never initialised in this process.
 _backend_lock = threading.Lock()
 _backend_ready = False
+_unsafe_reason: str | None = None
 
 # system_info keys that describe how the CPU backend was built, not instruction sets.
 _NON_SIMD_KEYS = frozenset(
@@ -80,7 +83,9 @@ def _llama() -> ModuleType | None:
 
 
 def load_error() -> str | None:
-    """Why ``llama_cpp`` cannot be imported, in one line; None when it can."""
+    """Why llama.cpp cannot be used in this process, in one line; None when it can."""
+    if _unsafe_reason is not None:
+        return _unsafe_reason
     try:
         import llama_cpp  # noqa: F401
     except Exception as exc:
@@ -92,17 +97,29 @@ def ensure_backend() -> bool:
     """Run ``llama_backend_init`` once per process; True when llama.cpp is ready to use.
 
     Safe to call from any thread, any number of times. Call it before any other llama.cpp
-    function (every function in this module does).
+    function (every function in this module does). The first call in a process checks that
+    this build survived its self-check in a child process (probing it once per build), so a
+    build that would die of SIGILL never runs here; ``load_error()`` then says why.
     """
-    global _backend_ready
+    global _backend_ready, _unsafe_reason
     if _backend_ready:  # fast path without the lock: the flag only ever goes False -> True
         return True
     with _backend_lock:
         if _backend_ready:
             return True
+        if _unsafe_reason is not None:
+            return False
+        from engine.native_probe import check_build, llama_lib_dir
+
+        if llama_lib_dir() is not None:  # without llama_cpp there is nothing to probe
+            verdict = check_build()
+            if not verdict.ok:
+                _unsafe_reason = verdict.message  # said by load_error() and the typed errors
+                return False
         llama = _llama()
         if llama is None:
             return False
+        register_dynamic_backends()
         llama.llama_backend_init()
         # Route native logs through Python logging before anything else is printed
         # (llama-cpp-python's own callback writes every level to stderr).
@@ -111,6 +128,40 @@ def ensure_backend() -> bool:
         get_router()
         _backend_ready = True
         return True
+
+
+def register_dynamic_backends() -> int:
+    """Load the backend modules of a ``GGML_BACKEND_DL`` build; the number of backends registered.
+
+    The packaged app's llama.cpp keeps its CPU variants (one per instruction-set level) and
+    GPU backends as modules in ``llama_cpp/lib``, and ggml picks the best one the CPU can
+    run. ggml only looks beside the executable and in the working directory by itself, so
+    we point it at the folder. A build with its backends linked in has them registered
+    already and this does nothing.
+    """
+    from engine.native_probe import llama_lib_dir
+
+    try:
+        from llama_cpp import _ggml
+
+        lib = _ggml.libggml
+        reg_count = ctypes.CFUNCTYPE(ctypes.c_size_t)(("ggml_backend_reg_count", lib))
+        count = int(reg_count())
+        folder = llama_lib_dir()
+        if count == 0 and folder is not None:
+            load_all = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(("ggml_backend_load_all_from_path", lib))
+            load_all(str(folder).encode())
+            count = int(reg_count())
+    except (ImportError, OSError, AttributeError):
+        return 0
+    return count
+
+
+def require_backend() -> None:
+    """``ensure_backend`` for code that is about to load a model: a typed error when it cannot."""
+    if not ensure_backend():
+        reason = load_error() or "llama.cpp is not available."
+        raise NativeBuildUnsafe(reason) if _unsafe_reason is not None else LoadFailed(reason)
 
 
 def supports_gpu_offload() -> bool:

@@ -640,10 +640,9 @@ class DraftModel:
         if target is not None:
             check_draft_compatible(target, info, target.path, path)
 
-        from engine.native import ensure_backend, load_error
+        from engine.native import require_backend
 
-        if not ensure_backend():
-            raise LoadFailed(load_error() or "llama.cpp is not available.")
+        require_backend()
         import llama_cpp as ll
 
         cancelled = False

@@ -44,6 +44,9 @@ class TinyTextSpec:
     # is then exact, which lets tests split characters and stop strings across tokens.
     script: tuple[str, ...] = ()
     script_loops: bool = False
+    # The block matrices' type: "F32", or "Q4_0"/"Q8_0" to run llama.cpp's quantized SIMD
+    # kernels (the native probe does); quantized types need n_embd and n_ff multiples of 32.
+    weight_type: str = "F32"
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,12 @@ def write_tiny_text_model(path: Path | str, spec: TinyTextSpec = TinyTextSpec())
     writer.add_uint32("llama.attention.head_count_kv", spec.n_head_kv)
     writer.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
     writer.add_uint32("llama.rope.dimension_count", head_dim)
-    writer.add_uint32("general.file_type", 0)  # ALL_F32
+    file_types = {
+        "F32": gguf.LlamaFileType.ALL_F32,
+        "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+        "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    }
+    writer.add_uint32("general.file_type", int(file_types[spec.weight_type]))
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)
@@ -131,19 +139,27 @@ def write_tiny_text_model(path: Path | str, spec: TinyTextSpec = TinyTextSpec())
     writer.add_tensor("token_embd.weight", token_embd)
     writer.add_tensor("output_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
     writer.add_tensor("output.weight", output)
+    qtype = gguf.GGMLQuantizationType[spec.weight_type]
+
+    def add_matrix(name: str, data: np.ndarray) -> None:
+        if qtype is gguf.GGMLQuantizationType.F32:
+            writer.add_tensor(name, data)
+        else:
+            writer.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+
     for i in range(spec.n_layer):
         p = f"blk.{i}"
         writer.add_tensor(f"{p}.attn_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
-        writer.add_tensor(f"{p}.attn_q.weight", _weights(rng, spec.n_head * head_dim, spec.n_embd))
-        writer.add_tensor(f"{p}.attn_k.weight", _weights(rng, spec.n_head_kv * head_dim, spec.n_embd))
-        writer.add_tensor(f"{p}.attn_v.weight", _weights(rng, spec.n_head_kv * head_dim, spec.n_embd))
-        writer.add_tensor(
+        add_matrix(f"{p}.attn_q.weight", _weights(rng, spec.n_head * head_dim, spec.n_embd))
+        add_matrix(f"{p}.attn_k.weight", _weights(rng, spec.n_head_kv * head_dim, spec.n_embd))
+        add_matrix(f"{p}.attn_v.weight", _weights(rng, spec.n_head_kv * head_dim, spec.n_embd))
+        add_matrix(
             f"{p}.attn_output.weight", _weights(rng, spec.n_embd, spec.n_head * head_dim, scale=block_scale)
         )
         writer.add_tensor(f"{p}.ffn_norm.weight", np.ones(spec.n_embd, dtype=np.float32))
-        writer.add_tensor(f"{p}.ffn_gate.weight", _weights(rng, spec.n_ff, spec.n_embd))
-        writer.add_tensor(f"{p}.ffn_up.weight", _weights(rng, spec.n_ff, spec.n_embd))
-        writer.add_tensor(f"{p}.ffn_down.weight", _weights(rng, spec.n_embd, spec.n_ff, scale=block_scale))
+        add_matrix(f"{p}.ffn_gate.weight", _weights(rng, spec.n_ff, spec.n_embd))
+        add_matrix(f"{p}.ffn_up.weight", _weights(rng, spec.n_ff, spec.n_embd))
+        add_matrix(f"{p}.ffn_down.weight", _weights(rng, spec.n_embd, spec.n_ff, scale=block_scale))
     _finish(writer)
     return path
 

@@ -17,37 +17,17 @@ if [[ "${1:-}" == "--from-current-env" ]]; then
 fi
 
 VENV=build/venv-package
-# llama.cpp for other people's machines: without GGML_NATIVE=OFF the compiler targets this
-# CPU (-march=native) and the app dies with "illegal instruction" on older ones. OFF gives
-# the AVX2/FMA/F16C baseline (x86-64-v3). ggml turns every instruction set off, AVX2
-# included, when SOURCE_DATE_EPOCH is set, hence the unset below.
-PORTABLE_CMAKE_ARGS="-DGGML_NATIVE=OFF"
-STAMP="$VENV/.portable-llama"
-
 if [[ ! -x "$VENV/bin/python" ]]; then
     echo "[package] creating the build venv $VENV"
     "${PYTHON:-python3.11}" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip wheel
 fi
 
-LLAMA_REQ=$("$VENV/bin/python" -c '
-import tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-print(next(d for d in deps if d.startswith("llama-cpp-python")))')
-
-if [[ "$(cat "$STAMP" 2>/dev/null)" != "$LLAMA_REQ $PORTABLE_CMAKE_ARGS" ]]; then
-    echo "[package] compiling llama.cpp for any x86-64 CPU with AVX2: $LLAMA_REQ with CMAKE_ARGS=\"$PORTABLE_CMAKE_ARGS\""
-    echo "[package] (this takes about 8 minutes on 2 cores)"
-    # pip's wheel cache is keyed by the source archive, not by CMAKE_ARGS: with the shared
-    # cache pip would reuse the -march=native wheel `make run` built. A cache of our own
-    # keeps the portable wheel apart (and makes the next `make package` quick).
-    env -u SOURCE_DATE_EPOCH CMAKE_ARGS="$PORTABLE_CMAKE_ARGS" PIP_CACHE_DIR="$PWD/build/pip-cache-portable" \
-        "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps --no-binary llama-cpp-python \
-        "$LLAMA_REQ"
-    echo "$LLAMA_REQ $PORTABLE_CMAKE_ARGS" > "$STAMP"
-else
-    echo "[package] portable llama.cpp already built in $VENV ($PORTABLE_CMAKE_ARGS)"
-fi
+# llama.cpp for other people's machines: GGML_BACKEND_DL with every CPU variant ggml offers,
+# the best one picked at start by what the CPU can run (the AMX one is left out of the
+# bundle). Built once into the keyed wheelhouse (engine/native_build.py): about 20 minutes
+# on 2 cores the first time, seconds after.
+"$VENV/bin/python" engine/native_build.py ensure --bundle
 
 echo "[package] installing Hearth and PyInstaller into $VENV"
 # llama-cpp-python is already satisfied, so this never replaces the portable build.

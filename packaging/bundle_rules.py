@@ -79,19 +79,31 @@ def llama_cpp_lib_dir() -> Path:
     return Path(spec.origin).parent / "lib"
 
 
+# ggml's CPU variants that use AMX tile instructions: they score highest on a CPU that
+# advertises AMX, and die with SIGILL in VMs that advertise it without allowing it.
+AMX_CPU_VARIANTS = ("sapphirerapids",)
+
+
 def llama_cpp_libs(lib_dir: Path | None = None) -> list[tuple[str, str]]:
-    """Every file of llama_cpp/lib/, as Analysis ``binaries``: ``(source, "llama_cpp/lib")``.
+    """Every file of llama_cpp/lib/ but the AMX CPU variants, as Analysis ``binaries``.
 
     llama-cpp-python opens these with ctypes, so PyInstaller's import analysis never sees
     them. Collected as binaries, not data, so PyInstaller also bundles what they link to
-    (libgomp).
+    (libgomp). A GGML_BACKEND_DL build has one CPU library per instruction-set level
+    (libggml-cpu-haswell.so, ...) instead of libggml-cpu.so.
     """
     lib_dir = lib_dir or llama_cpp_lib_dir()
-    files = sorted(p for p in lib_dir.iterdir() if p.is_file())
-    names = {p.name for p in files}
+    files = sorted(
+        p
+        for p in lib_dir.iterdir()
+        if p.is_file() and not any(p.name.startswith(f"libggml-cpu-{v}") for v in AMX_CPU_VARIANTS)
+    )
+    stems = {p.name.split(".")[0] for p in files}
     for required in ("llama", "ggml", "ggml-base", "ggml-cpu", "mtmd"):
-        # libllama.so (Linux), libllama.dylib (macOS), llama.dll (Windows)
-        if not any(n.split(".")[0] in (f"lib{required}", required) for n in names):
+        # libllama.so (Linux), libllama.dylib (macOS), llama.dll (Windows); libggml-cpu-<variant>
+        if not any(stem in (f"lib{required}", required) for stem in stems) and not (
+            required == "ggml-cpu" and any(stem.startswith("libggml-cpu-") for stem in stems)
+        ):
             raise SystemExit(f"{lib_dir} has no {required} library: a broken llama-cpp-python install")
     return [(str(p), "llama_cpp/lib") for p in files]
 

@@ -179,3 +179,22 @@ def test_does_not_fit_shows_a_one_click_fix(qtbot, window: MainWindow, gemma_pat
     assert fixes, "a plan that does not fit offers fixes"
     qtbot.mouseClick(fixes[0], Qt.MouseButton.LeftButton)
     assert panel.plan().verdict is not Verdict.DOES_NOT_FIT
+
+
+def test_a_build_that_failed_its_self_check_is_said_in_the_window(qtbot, tmp_path: Path, hardware, capsys):
+    from dataclasses import replace
+
+    message = (
+        "llama.cpp crashed with SIGILL (illegal instruction) in its self-check on this CPU; it was "
+        "compiled for AVX2, AMX_INT8. Rebuild it safely with: HEARTH_CPU=portable make native"
+    )
+    paths = resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
+    win = MainWindow(paths, hardware=replace(hardware, native_error=message))
+    qtbot.addWidget(win)
+    win.show()
+    win.start()
+    qtbot.waitUntil(lambda: not win.library.busy, timeout=10_000)
+    assert win.native_label.text() == message and win.native_label.isVisible()
+    assert win.model_panel.load_status.text() == message
+    assert capsys.readouterr().err.strip() == f"hearth: {message}"
+    win.close()

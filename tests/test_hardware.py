@@ -11,6 +11,8 @@ import pytest
 
 from engine import native
 from engine.hardware import (
+    BackendDevice,
+    DeviceType,
     GpuInfo,
     HardwareSnapshot,
     PynvmlSource,
@@ -249,16 +251,36 @@ def test_describe_lines() -> None:
         gpu_status="1 NVIDIA GPU found",
         driver_version="570.1",
         gpu_offload_supported=True,
-        backend_devices=(),
+        backend_devices=(
+            BackendDevice("CUDA0", "NVIDIA H200", DeviceType.GPU, 140 * GIB, 139 * GIB),
+            BackendDevice("CPU", "AMD EPYC", DeviceType.CPU, 32 * GIB, 20 * GIB),
+        ),
+        cpu_simd=("AVX", "AVX2", "AVX512", "AMX_INT8"),
     )
     assert describe(snap) == [
         "CPU: AMD EPYC, 8 cores / 16 threads",
-        "SIMD: AVX, AVX2",
+        "CPU features: AVX, AVX2, AVX512, AMX_INT8",
         "RAM: 32.0 GiB total, 20.0 GiB available",
         "GPU: 1 NVIDIA GPU found (driver 570.1)",
         "  GPU 0: NVIDIA H200, 140.0 GiB VRAM, 139.0 GiB free, 7% busy, 33 °C, 75 W",
         "llama.cpp build: GPU offload supported",
+        "  compiled for: AVX, AVX2",
+        "  left out: AVX512, AMX_INT8",
+        "  backends: CPU, CUDA",
+        "  Device CUDA0 (GPU): NVIDIA H200, 139.0 GiB free of 140.0 GiB",
+        "  Device CPU (CPU): AMD EPYC, 20.0 GiB free of 32.0 GiB",
     ]
+
+
+def test_describe_says_when_the_build_failed_its_self_check() -> None:
+    from dataclasses import replace
+
+    from engine.hardware import described_machine
+
+    snap = replace(described_machine(), cpu_simd=("AVX2",), native_error="llama.cpp crashed with SIGILL ...")
+    lines = describe(snap)
+    assert "llama.cpp build: unusable: llama.cpp crashed with SIGILL ..." in lines
+    assert not any("compiled for" in line for line in lines)
 
 
 def test_cpu_name_from_cpuinfo(tmp_path: Path) -> None:

@@ -95,16 +95,25 @@ def snapshot_rows(snapshot: HardwareSnapshot) -> list[tuple[str, str]]:
     return [
         ("CPU", s.cpu_name),
         ("Cores", f"{s.physical_cores} cores, {s.logical_cores} threads"),
-        ("SIMD", ", ".join(s.simd) if s.simd else "none detected"),
+        ("CPU features", ", ".join(s.cpu_simd) if s.cpu_simd else "none detected"),
         ("RAM", f"{format_bytes(s.ram_total)} total, {format_bytes(s.ram_available)} available at start"),
         ("GPUs", f"{s.gpu_status}\n{gpus}" if gpus else s.gpu_status),
         ("NVIDIA driver", s.driver_version or "—"),
-        (
-            "llama.cpp build",
-            "GPU offload supported" if s.gpu_offload_supported else "CPU only (no GPU offload)",
-        ),
+        ("llama.cpp build", _build_summary(s)),
         ("Backend devices", devices or "—"),
     ]
+
+
+def _build_summary(s: HardwareSnapshot) -> str:
+    if s.native_error is not None:
+        return f"Unusable: {s.native_error}"
+    lines = [
+        "GPU offload supported" if s.gpu_offload_supported else "CPU only (no GPU offload)",
+        f"Compiled for: {', '.join(s.simd) if s.simd else 'no SIMD features'}",
+    ]
+    if s.simd_not_compiled:
+        lines.append(f"Left out: {', '.join(s.simd_not_compiled)}")
+    return "\n".join(lines)
 
 
 def _selectable(text: str) -> QLabel:
