@@ -120,11 +120,6 @@ def run_cli(argv: list[str]) -> int:
         from app import self_test
 
         return self_test.run_self_test() if args.self_test else self_test.run_startup_probe()
-    paths = resolve_paths(args.data_dir, args.models_dir)
-    if args.command is None:
-        from app.application import run_gui
-
-        return run_gui(paths, load=args.load, send=args.send)
     handlers = {
         "inspect": cmd_inspect,
         "plan": cmd_plan,
@@ -134,6 +129,11 @@ def run_cli(argv: list[str]) -> int:
         "setup-default-model": cmd_setup_default_model,
     }
     try:
+        paths = resolve_paths(args.data_dir, args.models_dir).check()
+        if args.command is None:
+            from app.application import run_gui
+
+            return run_gui(paths, load=args.load, send=args.send)
         return handlers[args.command](args, paths)
     except EngineError as exc:
         print(f"hearth: {exc.message}", file=sys.stderr)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import platformdirs
 
+from engine.errors import EngineError
+
 APP_NAME = "Hearth"
 
 
@@ -31,10 +33,27 @@ class AppPaths:
     def database_file(self) -> Path:
         return self.data_dir / "hearth.sqlite3"
 
-    def ensure(self) -> AppPaths:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.models_dir.mkdir(parents=True, exist_ok=True)
+    def check(self) -> AppPaths:
+        """Refuse, in one line, folders that are files (a typo in --data-dir must not traceback)."""
+        for option, folder in (("--data-dir", self.data_dir), ("--models-dir", self.models_dir)):
+            for path in (folder, *folder.parents):
+                if path.exists() and not path.is_dir():
+                    raise DataFolderUnusable(f"{option} {folder}: {path} is a file, not a folder.")
         return self
+
+    def ensure(self) -> AppPaths:
+        self.check()
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.models_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = f"{exc.strerror}: {exc.filename}"
+            raise DataFolderUnusable(f"Cannot create Hearth's folders: {why}") from None
+        return self
+
+
+class DataFolderUnusable(EngineError):
+    """A data or models folder that cannot be used (a file in the way, no permission)."""
 
 
 def default_data_dir() -> Path:

@@ -20,6 +20,7 @@ import codecs
 import enum
 import functools
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +31,7 @@ import jinja2.ext
 import jinja2.nodes
 import jinja2.sandbox
 
-from engine.errors import EngineError
+from engine.errors import EngineError, InvalidChatRequest
 
 if TYPE_CHECKING:
     from jinja2.parser import Parser
@@ -77,10 +78,34 @@ class ChatMessage:
     tokens: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        # Accept "user" as well as Role.USER; anything else is a programming error.
-        object.__setattr__(self, "role", Role(self.role))
+        # Accept "user" as well as Role.USER; anything else is the caller's error, said in one line.
+        try:
+            object.__setattr__(self, "role", Role(self.role))
+        except ValueError:
+            roles = ", ".join(r.value for r in Role)
+            raise InvalidChatRequest(f"Unknown message role {self.role!r}: use {roles}.") from None
+        object.__setattr__(self, "text", clean_text(self.text, f"The {self.role.value} message"))
         object.__setattr__(self, "images", tuple(self.images))
         object.__setattr__(self, "tokens", tuple(self.tokens))
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: object, what: str) -> str:
+    """Text as the engine takes it, checked once where it comes in.
+
+    Lone surrogates, which is how Python carries bytes that were not UTF-8 (a command-line
+    argument, a file name) and what a JSON string may hold, cannot reach llama.cpp's UTF-8
+    tokenizer: each becomes U+FFFD, as a UTF-8 decoder with ``errors="replace"`` would make
+    of the bytes. Anything but a string is refused with one line naming ``what`` it was.
+    """
+    if not isinstance(text, str):
+        kind = "nothing" if text is None else type(text).__name__
+        raise InvalidChatRequest(f"{what} must be text, not {kind}.")
+    if text.isascii():
+        return text
+    return _SURROGATES.sub("\ufffd", text)
 
 
 class PromptFormat(enum.StrEnum):

@@ -45,3 +45,7 @@ class Cancelled(EngineError):
 
 class NativeBuildUnsafe(EngineError):
     """The installed llama.cpp build crashed (or failed) in its self-check on this machine."""
+
+
+class InvalidChatRequest(EngineError):
+    """A request whose settings or content cannot be served."""

@@ -32,7 +32,13 @@ from engine.chat import (
     tokenize_conversation,
 )
 from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, LoadFailed
-from engine.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
+from engine.llama_log import (
+    LogLevel,
+    ReportedMemory,
+    capture_llama_logs,
+    most_specific_error,
+    parse_buffer_sizes,
+)
 from engine.multimodal import (
     DecodedImage,
     ImageEvalFailed,
@@ -315,9 +321,11 @@ class Executor(QThread):
             if not isinstance(exc, EngineError):
                 log.exception("unexpected load failure")
             elif isinstance(exc, LoadFailed):
-                errors = [line for line in native_log if line.level >= LogLevel.ERROR]
-                if errors:
-                    error = LoadFailed(f"{exc.message} llama.cpp: {errors[-1].text.strip()}")
+                # The cause, in llama.cpp's words; every native line stays in the log.
+                cause = most_specific_error(native_log)
+                if cause:
+                    headline = exc.message.split(" (")[0].rstrip(".")  # the cause replaces our guess
+                    error = LoadFailed(f"{headline}: {cause}")
             self._free_native()
             self.load_error = error
             self.state = ExecutorState.FAILED

@@ -330,6 +330,38 @@ _KV_SUMMARY_RE = re.compile(
 _CLIP_MODEL_RE = re.compile(r"model size:\s*" + _NUM + r" MiB")
 
 
+# Error lines that only say that something failed, not what: llama.cpp prints them after
+# the line with the cause ("llama_model_load: error loading model: missing tensor ...").
+_VAGUE_ERRORS = re.compile(
+    r"^(failed to load model( from .*)?|failed to (load|read|initialize|create) .{0,40}|"
+    r"llama_model_loader: failed to load model from .*)\.?$",
+    re.IGNORECASE,
+)
+_FUNC_PREFIX = re.compile(r"^\w+: ")
+
+
+def most_specific_error(lines: Iterable[LogLine]) -> str | None:
+    """The error line that names the cause, without llama.cpp's function prefixes.
+
+    A failed load logs several error lines, the vaguest last ("failed to load model"); the
+    first one that says more than that is the cause (a missing tensor, a bad key). None
+    when llama.cpp logged no error or only vague ones.
+    """
+    errors = []
+    for line in lines:
+        if line.level < LogLevel.ERROR:
+            continue
+        text = line.text.strip()
+        while _FUNC_PREFIX.match(text):
+            text = _FUNC_PREFIX.sub("", text, count=1)
+        text = text.removeprefix("error loading model: ").strip()
+        while _FUNC_PREFIX.match(text):  # "llama_model_loader: ..." inside the exception text
+            text = _FUNC_PREFIX.sub("", text, count=1)
+        if text:
+            errors.append(text)
+    return next((t for t in errors if not _VAGUE_ERRORS.match(t)), None)
+
+
 def mib_to_bytes(mib: float) -> int:
     return round(mib * MIB)
 

@@ -296,9 +296,13 @@ def read_stamp(prefix: Path = Path(sys.prefix)) -> dict | None:
         return None
 
 
-def safe_rebuild_command() -> str:
-    """What to run when a build misbehaves on this machine: the AVX2-level options, rebuilt."""
-    return f"{CPU_ENV}=portable make native"
+def safe_rebuild_command(frozen: bool = False) -> str:
+    """What to run when a build misbehaves on this machine: the AVX2-level options, rebuilt.
+
+    A packaged app cannot be rebuilt in place; from a source checkout it can.
+    """
+    command = f"{CPU_ENV}=portable make native"
+    return f"from a Hearth source checkout, {command}" if frozen else command
 
 
 def build_wheel(config: BuildConfig, python: str, house: Path) -> Path:

@@ -87,9 +87,13 @@ def build_identity(lib_dir: Path | None = None) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
+def _frozen() -> bool:
+    return bool(getattr(sys, "frozen", False))  # a PyInstaller bundle
+
+
 def probe_command() -> list[str]:
     """How to start the child: the bundle's own executable when frozen, else this Python."""
-    if getattr(sys, "frozen", False):
+    if _frozen():
         return [sys.executable, PROBE_FLAG]
     return [sys.executable, "-m", "engine.native_probe"]
 
@@ -144,7 +148,7 @@ def run_probe(
             build_id,
             False,
             f"llama.cpp crashed with {name} ({what.lower()}) in its self-check on this CPU; "
-            f"it was compiled for {built_for}. Rebuild it safely with: {safe_rebuild_command()}",
+            f"it was compiled for {built_for}. Rebuild it safely with: {safe_rebuild_command(_frozen())}",
             features,
             name,
             seconds,

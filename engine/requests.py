@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.chat import ChatMessage
-from engine.errors import EngineError
+from engine.chat import ChatMessage, clean_text
+from engine.errors import EngineError, InvalidChatRequest
 
 
 class StopReason(enum.Enum):
@@ -55,10 +55,6 @@ class SamplingParams:
 GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
 
 
-class InvalidChatRequest(EngineError):
-    """A request whose settings or content cannot be served."""
-
-
 class PromptTooLong(EngineError):
     """The prompt does not fit the context of one conversation."""
 
@@ -87,6 +83,14 @@ class ChatRequest:
     assistant_prefix: str = ""
     owner: str = ""  # who asked (a conversation id): shown in stats
     request_id: int = field(default_factory=lambda: next(_request_ids))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", tuple(self.messages))
+        if self.prompt is not None:
+            object.__setattr__(self, "prompt", clean_text(self.prompt, "The prompt"))
+        object.__setattr__(self, "assistant_prefix", clean_text(self.assistant_prefix, "The reply prefix"))
+        object.__setattr__(self, "stop", tuple(clean_text(s, "A stop string") for s in self.stop))
+        object.__setattr__(self, "owner", clean_text(self.owner, "The owner"))
 
     def validate(self) -> None:
         if not self.messages and self.prompt is None:
