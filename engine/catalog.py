@@ -653,6 +653,14 @@ def _check_duplicates_vectorised(reader: _Reader, starts: np.ndarray, lengths: n
     lo = reader.pos - reader.base
     buf = reader.buf
     size = len(buf) - lo
+    if _texts_hold_nul(buf, lo, starts, lengths):
+        # llama.cpp reads tokens as C strings: compare them as it will, cut at the NUL.
+        tokens = [
+            bytes(buf[lo + int(a) + 8 : lo + int(a) + 8 + int(n)])
+            for a, n in zip(starts, lengths, strict=True)
+        ]
+        _check_duplicate_tokens(reader, tokens)
+        return
     u64 = np.ndarray((size - 7,), dtype="<u8", buffer=buf, offset=lo, strides=(1,))
     # Sample the last, first and middle 8 bytes of each string. For strings shorter than
     # 8 the samples overlap the string's own length field, which is a function of the
@@ -706,13 +714,31 @@ def _scan_string_array_slowly(reader: _Reader, key: str, count: int, *, check_du
     _check_duplicate_tokens(reader, [reader.raw_string(f"item of '{key}'") for _ in range(count)])
 
 
+def _texts_hold_nul(
+    buf: bytes | bytearray | memoryview, lo: int, starts: np.ndarray, lengths: np.ndarray
+) -> bool:
+    """Whether any string's text has a NUL byte: all zero bytes of the array, less those of
+    the 8-byte length fields (known from the lengths), without locating any of them."""
+    end = lo + int(starts[-1]) + 8 + int(lengths[-1])
+    region = np.frombuffer(buf, dtype=np.uint8, count=end - lo, offset=lo)
+    in_lengths = np.count_nonzero(lengths.astype("<u8").view(np.uint8) == 0)
+    return int(np.count_nonzero(region == 0)) > int(in_lengths)
+
+
 def _check_duplicate_tokens(reader: _Reader, tokens: list[bytes]) -> None:
-    seen: set[bytes] = set()
+    seen: dict[bytes, int] = {}
     for i, token in enumerate(tokens):
-        word = token or f"[EMPTY_{i}]".encode()  # llama.cpp's renaming of empty tokens
+        # llama.cpp keeps what comes before a NUL (C strings) and renames empty tokens
+        word = token.split(b"\0", 1)[0] or f"[EMPTY_{i}]".encode()
         if word in seen:
+            j = seen[word]
+            if b"\0" in token or b"\0" in tokens[j]:
+                raise reader.fail(
+                    f"vocabulary entries {j} and {i} are the same token {_quote_token(word)} "
+                    "once cut at a NUL byte, as llama.cpp reads them"
+                )
             raise reader.fail(f"duplicate vocabulary entry {_quote_token(word)}")
-        seen.add(word)
+        seen[word] = i
 
 
 def _quote_token(token: bytes) -> str:

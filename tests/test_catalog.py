@@ -565,16 +565,17 @@ _EDITS = ("", "\x00z", "é▁", "<0x00>", "a" * 300, "a" * 299 + "b", "copy")
     edits=st.lists(st.tuples(st.integers(0, 119), st.sampled_from(_EDITS), st.integers(0, 119)), max_size=6),
 )
 def test_vocab_scan_matches_llama_cpp_rules(n: int, edits: list[tuple[int, str, int]]) -> None:
-    """Fast or slow path, the verdict equals llama.cpp's: unique after renaming empties."""
+    """Fast or slow path, the verdict equals llama.cpp's: tokens read as C strings (cut at a
+    NUL), empty ones renamed, then all unique."""
     tokens = [f"t{i}" for i in range(n)]
     for i, edit, j in edits:
         tokens[i % n] = tokens[j % n] if edit == "copy" else edit
-    renamed = [t.encode() or f"[EMPTY_{i}]".encode() for i, t in enumerate(tokens)]
+    renamed = [t.encode().split(b"\0")[0] or f"[EMPTY_{i}]".encode() for i, t in enumerate(tokens)]
     has_duplicates = len(set(renamed)) != len(renamed)
     with tempfile.TemporaryDirectory() as folder:
         path = write_gguf(Path(folder) / "v.gguf", tokens=tokens)
         if has_duplicates:
-            with pytest.raises(InvalidModelFile, match="duplicate vocabulary entry"):
+            with pytest.raises(InvalidModelFile, match=r"duplicate vocabulary entry|once cut at a NUL byte"):
                 inspect(path)
         else:
             assert inspect(path).vocab_size == len(tokens)
@@ -583,3 +584,42 @@ def test_vocab_scan_matches_llama_cpp_rules(n: int, edits: list[tuple[int, str, 
 def test_builtin_open_is_untouched() -> None:
     # test_empty_directory_missing_unreadable patches catalog.open; make sure it was undone.
     assert not hasattr(catalog, "open") or catalog.open is builtins.open
+
+
+@pytest.mark.parametrize("n_tokens", [10, 300])  # exact loop below 64 tokens, vectorised above
+def test_tokens_equal_once_cut_at_a_nul_are_refused(tmp_path: Path, n_tokens: int) -> None:
+    tokens = [f"w{i}" for i in range(n_tokens)]
+    tokens[n_tokens - 1] = "w1\x00lo"  # llama.cpp reads "w1": the same as token 1
+    assert reason(write_gguf(tmp_path / "nul.gguf", tokens=tokens)) == (
+        f"vocabulary entries 1 and {n_tokens - 1} are the same token 'w1' once cut at a NUL byte, "
+        "as llama.cpp reads them"
+    )
+    tokens[n_tokens - 1] = "zz\x00lo"  # cut to "zz": no clash
+    assert inspect(write_gguf(tmp_path / "ok.gguf", tokens=tokens)).vocab_size == n_tokens
+
+
+def nul_inside_a_token(tiny_model: Path, target: Path) -> Path:
+    """The issue's reproduction: a NUL after "▁b" in the token "▁ba" makes it "▁b" for llama.cpp."""
+    data = bytearray(tiny_model.read_bytes())
+    token = "\u2581ba".encode()
+    at = data.find(len(token).to_bytes(8, "little") + token)
+    assert at > 0
+    data[at + 8 + len("\u2581b".encode())] = 0
+    target.write_bytes(bytes(data))
+    return target
+
+
+def test_the_nul_token_that_aborts_llama_cpp_is_refused(tmp_path: Path, tiny_model: Path) -> None:
+    bad = nul_inside_a_token(tiny_model, tmp_path / "nul.gguf")
+    assert "once cut at a NUL byte" in reason(bad)
+    # ... and it is a real abort: llama.cpp itself, in a child process, dies on this file.
+    code = (
+        "import sys, llama_cpp as ll; ll.llama_backend_init();"
+        "p = ll.llama_model_default_params(); p.vocab_only = True;"
+        f"m = ll.llama_model_load_from_file({str(bad)!r}.encode(), p); sys.exit(0 if m else 3)"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert done.returncode == -6, (done.returncode, done.stderr[-500:])  # SIGABRT
