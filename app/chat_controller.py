@@ -357,7 +357,7 @@ class ChatController(QObject):
             images = tuple(self._decoded(ref) for ref in message.images)
             # A stopped or interrupted reply's token ids may not spell its saved text.
             tokens = message.tokens if message.state is StoredState.COMPLETE else ()
-            messages.append(ChatMessage(message.role, message.text, images, tokens))
+            messages.append(ChatMessage(message.role, message.text, images, tokens, message.tokens_model))
         return messages
 
     def _decoded(self, ref: ImageRef) -> DecodedImage:
@@ -405,6 +405,7 @@ class ChatController(QObject):
             stop_reason=completion.stop_reason.value,
             stats=stats.to_dict(),
             tokens=() if stream.text != completion.text else completion.reply_tokens,
+            tokens_model=completion.model_identity,
         )
         self._end(stream, MessageState.CANCELLED if cancelled else MessageState.DONE, stats=stats)
 

@@ -18,7 +18,7 @@ What the app does with it::
     store.update_reply(reply.id, text)       # while streaming, at most every 0.5 s: one UPDATE
     store.finish_reply(reply.id, completion.text, MessageState.COMPLETE,
                        completion.stop_reason, ReplyStats.from_completion(completion).to_dict(),
-                       completion.reply_tokens)
+                       completion.reply_tokens, tokens_model=completion.model_identity)
 
 The store expects one Hearth process per data directory: a second one starting up would
 mark the first one's streaming replies as interrupted.
@@ -150,9 +150,10 @@ class Message:
     images: tuple[ImageRef, ...]
     created: float
     updated: float
+    tokens_model: str = ""  # the model that made ``tokens`` (Completion.model_identity)
 
     def to_chat_message(self) -> ChatMessage:
-        return ChatMessage(self.role, self.text, self.images, self.tokens)
+        return ChatMessage(self.role, self.text, self.images, self.tokens, self.tokens_model)
 
 
 # (bytes, mime) or (bytes, mime, identity)
@@ -216,8 +217,14 @@ def _migrate_to_1(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_2(conn: sqlite3.Connection) -> None:
+    # Which model made a reply's token ids (Completion.model_identity). Ids stored before this
+    # column have none, so they are never spliced again: those replies re-tokenize their text.
+    conn.execute("ALTER TABLE messages ADD COLUMN tokens_model TEXT")
+
+
 # Index i migrates version i to i + 1. Append only: a released migration never changes.
-MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1,)
+MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The full-text index is not part of the versioned schema: whether FTS5 (with the trigram
@@ -339,7 +346,8 @@ def _loads_object(text: str | None) -> dict[str, Any]:
 
 _CONVERSATION_COLUMNS = "id, title, created, updated, system_prompt, sampling, preset, model_hint, deleted_at"
 _MESSAGE_COLUMNS = (
-    "id, conversation_id, position, role, text, state, stop_reason, error, stats, tokens, created, updated"
+    "id, conversation_id, position, role, text, state, stop_reason, error, stats, tokens, created, updated,"
+    " tokens_model"
 )
 _TMP_FILE_MAX_AGE = 600.0  # seconds: an image tmp file older than this is a crash leftover
 
@@ -670,6 +678,7 @@ class Store:
                 images=tuple(images.get(row[0], ())),
                 created=row[10],
                 updated=row[11],
+                tokens_model=row[12] or "",
             )
             for row in rows
         ]
@@ -784,9 +793,11 @@ class Store:
         stats: Mapping[str, Any] | None = None,
         tokens: Sequence[int] = (),
         error: str | None = None,
+        tokens_model: str = "",
     ) -> Message:
         """The reply's final text and outcome. ``tokens`` must spell exactly ``text``
-        (``Completion.reply_tokens``) or be empty; ``stats`` is any JSON object (the GUI
+        (``Completion.reply_tokens``) or be empty, and ``tokens_model`` names the model that
+        made them (``Completion.model_identity``); ``stats`` is any JSON object (the GUI
         stores ``app.chat.ReplyStats.to_dict()``)."""
         state = MessageState(state)
         if state is MessageState.STREAMING:
@@ -799,8 +810,18 @@ class Store:
         with self._transaction() as conn:
             cursor = conn.execute(
                 "UPDATE messages SET text = ?, state = ?, stop_reason = ?, error = ?, stats = ?, tokens = ?,"
-                " updated = ? WHERE id = ? AND role = 'assistant'",
-                (text, state.value, stop_reason, error, stats_json, blob, now, message_id),
+                " tokens_model = ?, updated = ? WHERE id = ? AND role = 'assistant'",
+                (
+                    text,
+                    state.value,
+                    stop_reason,
+                    error,
+                    stats_json,
+                    blob,
+                    tokens_model or None,
+                    now,
+                    message_id,
+                ),
             )
             if cursor.rowcount == 0:
                 raise NotFound(f"Reply {message_id} does not exist.")
@@ -816,8 +837,8 @@ class Store:
         its text kept. Its tokens are dropped: finish_reply must give ids for the whole text."""
         with self._transaction() as conn:
             cursor = conn.execute(
-                "UPDATE messages SET state = 'streaming', tokens = NULL, stop_reason = NULL, error = NULL,"
-                " updated = ? WHERE id = ? AND role = 'assistant'",
+                "UPDATE messages SET state = 'streaming', tokens = NULL, tokens_model = NULL,"
+                " stop_reason = NULL, error = NULL, updated = ? WHERE id = ? AND role = 'assistant'",
                 (self._clock(), message_id),
             )
             if cursor.rowcount == 0:
@@ -828,7 +849,7 @@ class Store:
         """Change a message's text (edit & resend); its tokens no longer spell it and go."""
         with self._transaction() as conn:
             cursor = conn.execute(
-                "UPDATE messages SET text = ?, tokens = NULL, updated = ? WHERE id = ?",
+                "UPDATE messages SET text = ?, tokens = NULL, tokens_model = NULL, updated = ? WHERE id = ?",
                 (text, self._clock(), message_id),
             )
             if cursor.rowcount == 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import hashlib
 import importlib.util
 import re
 import stat
@@ -99,6 +100,7 @@ class ModelInfo:
     value_length: int | None = None
     sliding_window: int | None = None
     vocab_size: int | None = None
+    vocab_hash: str | None = None  # tokenizer.ggml.tokens as stored: equal hashes, same token ids
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     chat_template: str | None = None
@@ -399,6 +401,7 @@ class _Array:
     item_type: int
     count: int
     values: tuple[Scalar, ...] | None  # kept only when short
+    digest: str | None = None  # of the raw items, for the vocabulary only (ModelInfo.vocab_hash)
 
 
 @dataclass
@@ -513,13 +516,13 @@ def _read_array(reader: _Reader, key: str, *, check_vocab: bool) -> _Array:
         keep = count <= _KEEP_ARRAY_ITEMS and key not in (_TOKENS_KEY, _MERGES_KEY)
         if count > 64 and not keep:
             duplicates = check_vocab and key == _TOKENS_KEY
-            _scan_string_array(reader, key, count, check_duplicates=duplicates)
-            return _Array(item_type, count, None)
+            digest = _scan_string_array(reader, key, count, check_duplicates=duplicates)
+            return _Array(item_type, count, None, digest if key == _TOKENS_KEY else None)
         items = [reader.raw_string(f"item of '{key}'") for _ in range(count)]
         if check_vocab and key == _TOKENS_KEY:
             _check_duplicate_tokens(reader, items)
         values = tuple(s.decode("utf-8", errors="replace") for s in items) if keep else None
-        return _Array(item_type, count, values)
+        return _Array(item_type, count, values, _items_digest(items) if key == _TOKENS_KEY else None)
     n_bytes = count * min_size
     if count > _KEEP_ARRAY_ITEMS:
         reader.skip(n_bytes)
@@ -577,8 +580,18 @@ _H2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _H3 = np.uint64(0x165667B19E3779F9)
 
 
-def _scan_string_array(reader: _Reader, key: str, count: int, *, check_duplicates: bool) -> None:
-    """Walk ``count`` length-prefixed strings at ``reader.pos`` (and check duplicates).
+def _items_digest(items: Iterable[bytes]) -> str:
+    """The vocabulary's identity: a hash of its items as stored (length field, then text)."""
+    h = hashlib.sha1(usedforsecurity=False)
+    for item in items:
+        h.update(len(item).to_bytes(8, "little"))
+        h.update(item)
+    return h.hexdigest()
+
+
+def _scan_string_array(reader: _Reader, key: str, count: int, *, check_duplicates: bool) -> str:
+    """Walk ``count`` length-prefixed strings at ``reader.pos`` (and check duplicates);
+    the digest of the raw array (``_items_digest`` of its items).
 
     A Python loop over a 262k-token vocabulary costs ~100 ms, so the common case is
     vectorised: every string starts with a u64 length whose high bytes are zero, followed
@@ -604,9 +617,11 @@ def _scan_string_array(reader: _Reader, key: str, count: int, *, check_duplicate
         starts, lengths, end = outcome
         if check_duplicates:
             _check_duplicates_vectorised(reader, starts, lengths)
+        lo = reader.pos - reader.base
+        digest = hashlib.sha1(reader.buf[lo : lo + end], usedforsecurity=False).hexdigest()
         reader.pos += end
-        return
-    _scan_string_array_slowly(reader, key, count, check_duplicates=check_duplicates)
+        return digest
+    return _scan_string_array_slowly(reader, key, count, check_duplicates=check_duplicates)
 
 
 def _fast_string_chain(reader: _Reader, count: int) -> tuple[np.ndarray, np.ndarray, int] | int | None:
@@ -706,12 +721,11 @@ def _check_duplicates_vectorised(reader: _Reader, starts: np.ndarray, lengths: n
                 raise reader.fail(f"duplicate vocabulary entry {_quote_token(token)}")
 
 
-def _scan_string_array_slowly(reader: _Reader, key: str, count: int, *, check_duplicates: bool) -> None:
-    if not check_duplicates:
-        for _ in range(count):
-            reader.raw_string(f"item of '{key}'")
-        return
-    _check_duplicate_tokens(reader, [reader.raw_string(f"item of '{key}'") for _ in range(count)])
+def _scan_string_array_slowly(reader: _Reader, key: str, count: int, *, check_duplicates: bool) -> str:
+    items = [reader.raw_string(f"item of '{key}'") for _ in range(count)]
+    if check_duplicates:
+        _check_duplicate_tokens(reader, items)
+    return _items_digest(items)
 
 
 def _texts_hold_nul(
@@ -828,6 +842,17 @@ def inspect(path: Path | str, expect: ModelKind | None = None) -> ModelInfo:
     if expect is not None:
         _check_expected(info, expect)
     return info
+
+
+def model_identity(info: ModelInfo) -> str:
+    """Which model a token id sequence belongs to: this file (name, size, modification time)
+    and its vocabulary. Reply ids are reused only by the model with the same identity."""
+    try:
+        mtime = info.path.stat().st_mtime_ns
+    except OSError:
+        mtime = 0
+    file_part = hashlib.sha1(f"{info.path.name}|{info.file_size}|{mtime}".encode(), usedforsecurity=False)
+    return f"{file_part.hexdigest()[:12]}-{(info.vocab_hash or 'novocab')[:12]}"
 
 
 def inspect_model(path: Path | str) -> ModelInfo:
@@ -982,6 +1007,7 @@ def _describe(path: Path, size: int, header: _Header) -> ModelInfo:
         value_length=value_length,
         sliding_window=_as_int(key("attention.sliding_window")),
         vocab_size=vocab_size,
+        vocab_hash=tokens.digest if tokens is not None else None,
         bos_token_id=_as_int(s.get("tokenizer.ggml.bos_token_id")),
         eos_token_id=_as_int(s.get("tokenizer.ggml.eos_token_id")),
         chat_template=template if isinstance(template, str) and template.strip() else None,

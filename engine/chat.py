@@ -76,6 +76,9 @@ class ChatMessage:
     # prompt instead of re-tokenizing ``text`` (which may tokenize differently), so
     # the next turn matches the cached KV token for token.
     tokens: tuple[int, ...] = ()
+    # Which model made ``tokens`` (``Completion.model_identity``): ids mean something only
+    # to the vocabulary that made them, so another model re-tokenizes ``text`` instead.
+    tokens_model: str = ""
 
     def __post_init__(self) -> None:
         # Accept "user" as well as Role.USER; anything else is the caller's error, said in one line.

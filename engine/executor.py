@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
-from engine.catalog import inspect_model
+from engine.catalog import inspect_model, model_identity
 from engine.chat import (
+    ChatMessage,
     ChatTemplate,
     RenderedPrompt,
     TextStream,
@@ -31,7 +32,7 @@ from engine.chat import (
     tokenize,
     tokenize_conversation,
 )
-from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, LoadFailed
+from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, InvalidChatRequest, LoadFailed
 from engine.llama_log import (
     LogLevel,
     ReportedMemory,
@@ -77,6 +78,7 @@ from engine.scheduler import (
     PromptLayout,
     SequencePool,
     SequenceProgress,
+    StagedWork,
     TextSegment,
     WorkKind,
 )
@@ -204,6 +206,7 @@ class Executor(QThread):
         super().__init__()
         self.setObjectName(f"hearth-executor-{plan.model.path.stem}")
         self.plan = plan
+        self.model_identity = model_identity(plan.model)  # stamped on every Completion's tokens
         self.force = force
         self.queue_capacity = queue_capacity
         self.state = ExecutorState.LOADING
@@ -237,6 +240,8 @@ class Executor(QThread):
         self._logit_rows: dict[int, range] = {}
         self._pool: SequencePool | None = None
         self._planner = BatchPlanner()
+        # Sequences of a batch llama_decode failed: each runs alone until it passes or fails.
+        self._suspects: collections.deque[int] = collections.deque()
         self.n_ctx = 0
         self.n_ctx_seq = 0
         self.n_batch = 0
@@ -409,6 +414,7 @@ class Executor(QThread):
             )
         self._model = model
         self._vocab = ll.llama_model_get_vocab(model)
+        self._n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
         self._template = ChatTemplate.from_model(model)
 
     def _create_context(self) -> None:
@@ -699,7 +705,9 @@ class Executor(QThread):
             layout, rendered, media = self._image_prompt(request)
             stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
         else:
-            tokens, rendered = tokenize_conversation(self._vocab, self._template, request.messages)
+            tokens, rendered = tokenize_conversation(
+                self._vocab, self._template, self._own_tokens(request.messages)
+            )
             layout = PromptLayout.from_tokens(tokens)
             stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
             media = ()
@@ -710,7 +718,32 @@ class Executor(QThread):
         if not layout.logical_tokens:
             bos = ll.llama_vocab_bos(self._vocab)
             layout = PromptLayout.from_tokens([bos if bos >= 0 else 0])
+        self._check_token_ids(layout)
         return layout, stops, media
+
+    def _check_token_ids(self, layout: PromptLayout) -> None:
+        """Refuse ids outside the vocabulary before they reach a batch: llama_decode would
+        fail the whole batch, everyone's, for one request's bad id."""
+        for segment in layout.segments:
+            if isinstance(segment, TextSegment) and segment.tokens:
+                lo, hi = min(segment.tokens), max(segment.tokens)
+                if lo < 0 or hi >= self._n_vocab:
+                    bad = lo if lo < 0 else hi
+                    raise InvalidChatRequest(
+                        f"The prompt holds token id {bad}, which this model does not have "
+                        f"(its vocabulary has {self._n_vocab:,} tokens)."
+                    )
+
+    def _own_tokens(self, messages: tuple[ChatMessage, ...]) -> tuple[ChatMessage, ...]:
+        """Messages with reply ids only where this model made them; the others re-tokenize."""
+        if all(not m.tokens or m.tokens_model == self.model_identity for m in messages):
+            return messages
+        return tuple(
+            m
+            if not m.tokens or m.tokens_model == self.model_identity
+            else replace(m, tokens=(), tokens_model="")
+            for m in messages
+        )
 
     def _image_prompt(
         self, request: ChatRequest
@@ -727,7 +760,7 @@ class Executor(QThread):
                 if not isinstance(image, DecodedImage):
                     raise ImageRejected("An image in this conversation could not be read.")
                 images.append(image)
-        split = split_conversation(self._template, request.messages)
+        split = split_conversation(self._template, self._own_tokens(request.messages))
         marker = self._projector.marker
         bos = ll.llama_vocab_bos(self._vocab)
         wants_bos = not split.rendered.adds_bos and bos >= 0 and ll.llama_vocab_get_add_bos(self._vocab)
@@ -885,7 +918,8 @@ class Executor(QThread):
         now = time.perf_counter()
         self._flush(active, now)
         progress = active.progress
-        self._pool.release(progress.sequence_id, progress.reusable_prefix() if active.request.cache else None)
+        keep = progress.reusable_prefix() if active.request.cache else None
+        self._release_sequence(progress.sequence_id, keep)
         self._last_owner[progress.sequence_id] = self._owner(active)
         del self._active[progress.sequence_id]
         self._logit_rows.pop(progress.sequence_id, None)
@@ -924,12 +958,23 @@ class Executor(QThread):
             tuple(active.tokens),
             active.drafted,
             active.accepted,
+            self.model_identity,
         )
         active.handle._publish(Completed(completion))
 
+    def _release_sequence(self, seq: int, prefix: PromptLayout | None) -> None:
+        """Back to the pool; with nothing to reuse, its KV cells are freed now rather than
+        at its next use (a cache=False reply would otherwise keep them, "empty" in stats)."""
+        import llama_cpp as ll
+
+        assert self._pool is not None
+        if prefix is None:
+            ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
+        self._pool.release(seq, prefix)
+
     def _fail(self, active: _Active, error: EngineError) -> None:
         assert self._pool is not None
-        self._pool.release(active.sequence_id, None)
+        self._release_sequence(active.sequence_id, None)
         del self._active[active.sequence_id]
         self._logit_rows.pop(active.sequence_id, None)
         free_chain(active.chain)
@@ -959,6 +1004,11 @@ class Executor(QThread):
     def _run_batch(self) -> None:
         t0 = time.perf_counter()
         candidates = [c for a in self._active.values() if (c := a.progress.candidate()) is not None]
+        while self._suspects and self._suspects[0] not in self._active:
+            self._suspects.popleft()
+        if self._suspects:  # after a failed batch: one suspect alone until each has passed
+            alone = self._suspects.popleft()
+            candidates = [c for c in candidates if c.sequence_id == alone]
         if not candidates:
             return
         plan = self._planner.plan(candidates, self.n_batch)
@@ -981,7 +1031,7 @@ class Executor(QThread):
         self._ticks += 1
         if rc != 0:
             commit.discard()
-            self._decode_failed(rc, [e.sequence_id for e in commit.entries])
+            self._decode_failed(rc, commit.entries)
             return
         self._logit_rows = commit.apply(progress)
         for entry in commit.entries:
@@ -1029,25 +1079,31 @@ class Executor(QThread):
 
         return int(ll.llama_decode(self._ctx, batch.native()))
 
-    def _decode_failed(self, rc: int, sequences: list[int]) -> None:
-        """Reset the context; fail only the batch's requests; restart the others' prefill."""
+    def _decode_failed(self, rc: int, entries: tuple[StagedWork, ...]) -> None:
+        """Undo the batch, then find whose work failed it without failing the others.
+
+        Each sequence's cells from this batch are removed (its progress never moved), so
+        the KV cache is as before the batch and every cached prefix survives. A batch of
+        one fails that request; a batch of several is retried one sequence per tick, and
+        only a sequence that fails alone is failed.
+        """
         import llama_cpp as ll
 
-        assert self._pool is not None
-        log.warning("llama_decode returned %d; resetting the context", rc)
-        ll.llama_memory_clear(self._mem, True)
-        self._pool.invalidate_all()
-        self._planner.reset()
+        log.warning("llama_decode returned %d for %d sequence(s)", rc, len(entries))
+        for entry in entries:
+            ll.llama_memory_seq_rm(self._mem, entry.sequence_id, entry.position, -1)
         if self._draft is not None:
             self._draft.clear()
-        error = DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc}).")
-        for seq in sequences:
-            if seq in self._active:
-                self._fail(self._active[seq], error)
-        for active in self._active.values():
-            progress = active.progress
-            active.progress = SequenceProgress.admit(progress.sequence_id, progress.prompt, ZERO_BOUNDARY)
-            active.cached_tokens = 0
+        if len(entries) > 1:
+            self._suspects.extend(e.sequence_id for e in entries if e.sequence_id not in self._suspects)
+            return
+        seq = entries[0].sequence_id
+        active = self._active.get(seq)
+        if active is not None:
+            self._fail(
+                active,
+                DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc})."),
+            )
 
     # -- events and stats ------------------------------------------------------------
 

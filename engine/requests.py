@@ -130,12 +130,17 @@ class Completion:
     tokens: tuple[int, ...] = ()  # generated ids (end-of-generation token excluded)
     drafted: int = 0
     accepted: int = 0
+    model_identity: str = ""  # the model that made ``tokens``: store it as ChatMessage.tokens_model
 
     @property
     def reply_tokens(self) -> tuple[int, ...]:
         """Ids that spell exactly ``text`` (for ChatMessage.tokens in the next turn);
         empty when a stop string was cut out of the text."""
         return () if self.stop_reason is StopReason.STOP_STRING else self.tokens
+
+    def as_message(self) -> ChatMessage:
+        """This reply as the next turn's history: its text, with its ids and their model."""
+        return ChatMessage("assistant", self.text, tokens=self.reply_tokens, tokens_model=self.model_identity)
 
 
 # Events, as values (also delivered through the handle's Qt signals).

@@ -34,7 +34,7 @@ from engine.chat import (
     tokenize,
     tokenize_prompt,
 )
-from engine.errors import EngineError
+from engine.errors import EngineError, InvalidChatRequest
 from engine.native import ensure_backend
 from engine.tiny_models import DEFAULT_CHAT_TEMPLATE
 
@@ -85,7 +85,7 @@ def render(
 def test_chat_message_takes_role_strings_and_rejects_unknown_roles() -> None:
     assert ChatMessage("user", "x").role is Role.USER  # type: ignore[arg-type]
     assert ChatMessage(Role.USER, "x", images=["a"]).images == ("a",)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidChatRequest, match="Unknown message role 'tool'"):
         ChatMessage("tool", "x")  # type: ignore[arg-type]
 
 

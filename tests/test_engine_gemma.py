@@ -60,7 +60,7 @@ def test_three_turn_conversation_reuses_the_whole_previous_conversation(gemma: L
             assert completion.usage.cached_tokens >= previous_total - previous_undecoded
         previous_total = completion.usage.prompt_tokens + len(completion.reply_tokens)
         previous_undecoded = 1 if completion.stop_reason is StopReason.LENGTH else 0
-        history.append(ChatMessage("assistant", completion.text, tokens=completion.reply_tokens))
+        history.append(completion.as_message())
 
 
 def _solo_margins(model_path: Path, prompt: str, generated: tuple[int, ...]) -> list[float]:

@@ -13,7 +13,7 @@ import pytest
 
 import engine.executor as executor_module
 from engine.chat import ChatMessage
-from engine.errors import Cancelled, EngineError, LoadFailed, Overloaded
+from engine.errors import Cancelled, EngineError, InvalidChatRequest, LoadFailed, Overloaded
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
 from engine.requests import (
@@ -213,7 +213,7 @@ def test_reply_is_kept_as_reusable_prefix_for_the_next_turn(scripted: LoadedMode
     turn2 = ChatRequest(
         messages=(
             ChatMessage("user", "hello"),
-            ChatMessage("assistant", reply.text, tokens=reply.reply_tokens),
+            reply.as_message(),
             ChatMessage("user", "and now?"),
         ),
         sampling=GREEDY,
@@ -303,7 +303,81 @@ def test_decode_failure_fails_only_that_batch_and_the_engine_keeps_serving(tiny:
         broken.wait(TIMEOUT)
     after = tiny.submit(chat("a request after the failure", max_tokens=4)).wait(TIMEOUT)
     assert after.usage.completion_tokens == 4
-    assert after.usage.cached_tokens == 0  # the reset dropped every cached prefix
+
+
+# -- a bad request never hurts the others ---------------------------------------------
+
+
+def conversation(reply_tokens: tuple[int, ...], tokens_model: str, text: str = "again") -> ChatRequest:
+    messages = (
+        ChatMessage("user", "hi"),
+        ChatMessage("assistant", "ab", tokens=reply_tokens, tokens_model=tokens_model),
+        ChatMessage("user", text),
+    )
+    return ChatRequest(messages=messages, sampling=GREEDY, max_tokens=4)
+
+
+def test_foreign_token_ids_are_refused_alone_while_two_others_stream(looping: LoadedModel) -> None:
+    identity = looping._executor.model_identity
+    slow_down(looping, 0.005)
+    streams = [looping.submit(chat(f"stream {i}", max_tokens=40)) for i in range(2)]
+    time.sleep(0.05)
+    foreign = looping.submit(conversation((5, 10**6), identity))
+    with pytest.raises(InvalidChatRequest, match=r"token id 1000000, which this model does not have"):
+        foreign.wait(TIMEOUT)
+    for handle in streams:
+        done = handle.wait(TIMEOUT)
+        assert done.usage.completion_tokens == 40 and done.stop_reason is StopReason.LENGTH
+    assert looping.stats().prefix_hits + looping.stats().prefix_misses >= 2
+
+
+def test_reply_ids_from_another_model_are_retokenized(looping: LoadedModel) -> None:
+    identity = looping._executor.model_identity
+    text_only = looping.submit(conversation((), "")).wait(TIMEOUT)
+    other = looping.submit(conversation((10**6, -3), "another-model")).wait(TIMEOUT)
+    assert other.usage.completion_tokens == 4  # the ids were ignored, the text tokenized
+    assert other.usage.prompt_tokens == text_only.usage.prompt_tokens
+    assert other.model_identity == identity
+    # this model's own ids are spliced in ("ab" is at most 2 tokens; these are 5)
+    own = looping.submit(conversation((7, 8, 9, 10, 11), identity)).wait(TIMEOUT)
+    assert own.usage.prompt_tokens > text_only.usage.prompt_tokens
+
+
+def test_a_failed_shared_batch_fails_only_the_request_that_breaks_it(looping: LoadedModel) -> None:
+    """A decode that fails for one sequence's rows (simulated: any batch holding a marked
+    token id) fails that request alone; the streams beside it finish and keep their cache."""
+    executor = looping._executor
+    original = executor._decode
+    marked = executor._n_vocab - 1  # a valid id that the looping script never says
+    failed_batches: list[int] = []
+
+    def decode(batch):
+        if marked in batch.token[: batch.n_tokens].tolist():
+            failed_batches.append(batch.n_tokens)
+            return -1
+        time.sleep(0.005)
+        return original(batch)
+
+    executor._decode = decode  # type: ignore[method-assign]
+    streams = [looping.submit(chat(f"stream {i}", max_tokens=30)) for i in range(2)]
+    time.sleep(0.03)
+    culprit = looping.submit(conversation((marked,), executor.model_identity))
+    with pytest.raises(DecodeFailed, match="failed to evaluate"):
+        culprit.wait(TIMEOUT)
+    results = [h.wait(TIMEOUT) for h in streams]
+    assert all(r.usage.completion_tokens == 30 for r in results)
+    assert len(failed_batches) >= 1
+    # the cache survived: the first stream's conversation continues from its cached prefix
+    again = looping.submit(chat("stream 0", max_tokens=2)).wait(TIMEOUT)
+    assert again.usage.cached_tokens > 0
+
+
+def test_a_reply_without_cache_frees_its_cells(tiny: LoadedModel) -> None:
+    tiny.submit(ChatRequest(prompt="no cache please " * 8, sampling=GREEDY, max_tokens=8, cache=False)).wait(
+        TIMEOUT
+    )
+    stats = tiny.stats()
+    assert all(s.cells_used == 0 for s in stats.sequences if s.state == "empty"), stats.sequences
 
 
 def test_invalid_sampling_is_refused_before_queueing(tiny: LoadedModel) -> None:

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import statistics
 import time
+from array import array
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,7 @@ def test_failed_migration_leaves_the_database_at_its_version(db_path: Path) -> N
     assert isinstance(failure.value, EngineError)
     assert "hearth.sqlite3.v1.bak" in failure.value.message
     with Store(db_path) as store:  # the current app still opens it, untouched
-        assert store.schema_version == 1
+        assert store.schema_version == SCHEMA_VERSION
         assert [c.title for c in store.list_conversations()] == ["from version 1"]
         columns = {row[1] for row in store._conn.execute("PRAGMA table_info(conversations)")}
         assert "pinned" not in columns
@@ -469,3 +470,20 @@ def test_settings_round_trip_json(store: Store) -> None:
     assert store.get_setting("composer.enter_sends") is None
     with pytest.raises(TypeError):
         store.set_setting("bad", object())
+
+
+def test_reply_tokens_are_stored_with_the_model_that_made_them(db_path: Path) -> None:
+    raw = _make_version_1(db_path)
+    raw.execute("UPDATE messages SET tokens = ? WHERE id = 1", (array("i", [5, 6]).tobytes(),))
+    raw.commit()
+    raw.close()
+    with Store(db_path) as store:
+        old = store.messages(1)[0]
+        assert old.tokens == (5, 6) and old.tokens_model == ""  # from before: never spliced
+        conv = store.create_conversation("t")
+        store.add_message(conv.id, "user", "hi")
+        reply = store.begin_reply(conv.id)
+        done = store.finish_reply(reply.id, "ok", tokens=[1, 2], tokens_model="abc-def")
+        assert done.tokens_model == "abc-def"
+        assert done.to_chat_message().tokens_model == "abc-def"
+        assert store.resume_reply(reply.id).tokens_model == ""

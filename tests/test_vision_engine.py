@@ -125,7 +125,7 @@ def test_follow_up_about_the_same_image_does_not_encode_it_again(
     follow_up = ChatRequest(
         messages=(
             ChatMessage("user", "Describe this picture.", images=(red,)),
-            ChatMessage("assistant", first.text, tokens=first.reply_tokens),
+            first.as_message(),
             ChatMessage("user", "What else is in it?"),
         ),
         sampling=GREEDY,
