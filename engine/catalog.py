@@ -38,6 +38,7 @@ import gguf
 import numpy as np
 
 from engine.errors import InvalidModelFile
+from engine.load_limits import check_llama_limits
 
 Scalar = int | float | str | bool
 
@@ -402,6 +403,7 @@ class _Array:
     count: int
     values: tuple[Scalar, ...] | None  # kept only when short
     digest: str | None = None  # of the raw items, for the vocabulary only (ModelInfo.vocab_hash)
+    byte_tokens: int = 0  # distinct "<0xXX>" items, for the vocabulary only (load_limits)
 
 
 @dataclass
@@ -516,13 +518,17 @@ def _read_array(reader: _Reader, key: str, *, check_vocab: bool) -> _Array:
         keep = count <= _KEEP_ARRAY_ITEMS and key not in (_TOKENS_KEY, _MERGES_KEY)
         if count > 64 and not keep:
             duplicates = check_vocab and key == _TOKENS_KEY
-            digest = _scan_string_array(reader, key, count, check_duplicates=duplicates)
-            return _Array(item_type, count, None, digest if key == _TOKENS_KEY else None)
+            digest, byte_tokens = _scan_string_array(reader, key, count, check_duplicates=duplicates)
+            if key != _TOKENS_KEY:
+                return _Array(item_type, count, None)
+            return _Array(item_type, count, None, digest, byte_tokens)
         items = [reader.raw_string(f"item of '{key}'") for _ in range(count)]
         if check_vocab and key == _TOKENS_KEY:
             _check_duplicate_tokens(reader, items)
         values = tuple(s.decode("utf-8", errors="replace") for s in items) if keep else None
-        return _Array(item_type, count, values, _items_digest(items) if key == _TOKENS_KEY else None)
+        if key != _TOKENS_KEY:
+            return _Array(item_type, count, values)
+        return _Array(item_type, count, values, _items_digest(items), _count_byte_tokens(items))
     n_bytes = count * min_size
     if count > _KEEP_ARRAY_ITEMS:
         reader.skip(n_bytes)
@@ -589,9 +595,17 @@ def _items_digest(items: Iterable[bytes]) -> str:
     return h.hexdigest()
 
 
-def _scan_string_array(reader: _Reader, key: str, count: int, *, check_duplicates: bool) -> str:
+_BYTE_TOKEN = re.compile(rb"<0x[0-9A-F]{2}>")
+
+
+def _count_byte_tokens(items: Iterable[bytes]) -> int:
+    """How many of the 256 "<0xXX>" byte tokens an SPM vocabulary has (6-byte items only)."""
+    return len({item for item in items if len(item) == 6 and _BYTE_TOKEN.fullmatch(item)})
+
+
+def _scan_string_array(reader: _Reader, key: str, count: int, *, check_duplicates: bool) -> tuple[str, int]:
     """Walk ``count`` length-prefixed strings at ``reader.pos`` (and check duplicates);
-    the digest of the raw array (``_items_digest`` of its items).
+    the digest of the raw array (``_items_digest`` of its items) and its byte-token count.
 
     A Python loop over a 262k-token vocabulary costs ~100 ms, so the common case is
     vectorised: every string starts with a u64 length whose high bytes are zero, followed
@@ -619,8 +633,10 @@ def _scan_string_array(reader: _Reader, key: str, count: int, *, check_duplicate
             _check_duplicates_vectorised(reader, starts, lengths)
         lo = reader.pos - reader.base
         digest = hashlib.sha1(reader.buf[lo : lo + end], usedforsecurity=False).hexdigest()
+        six = (lo + starts[lengths == 6] + 8).tolist()
+        byte_tokens = _count_byte_tokens(bytes(reader.buf[a : a + 6]) for a in six)
         reader.pos += end
-        return digest
+        return digest, byte_tokens
     return _scan_string_array_slowly(reader, key, count, check_duplicates=check_duplicates)
 
 
@@ -721,11 +737,13 @@ def _check_duplicates_vectorised(reader: _Reader, starts: np.ndarray, lengths: n
                 raise reader.fail(f"duplicate vocabulary entry {_quote_token(token)}")
 
 
-def _scan_string_array_slowly(reader: _Reader, key: str, count: int, *, check_duplicates: bool) -> str:
+def _scan_string_array_slowly(
+    reader: _Reader, key: str, count: int, *, check_duplicates: bool
+) -> tuple[str, int]:
     items = [reader.raw_string(f"item of '{key}'") for _ in range(count)]
     if check_duplicates:
         _check_duplicate_tokens(reader, items)
-    return _items_digest(items)
+    return _items_digest(items), _count_byte_tokens(items)
 
 
 def _texts_hold_nul(
@@ -1070,6 +1088,9 @@ def _check_text_model(path: Path, header: _Header, arch: str) -> None:
             raise _invalid(
                 path, f"corrupt metadata: {key} has {array.count:,} entries for {n_tokens:,} tokens"
             )
+    reason = check_llama_limits(header, arch)
+    if reason:
+        raise _invalid(path, reason)
 
 
 def _projector_info(path: Path, header: _Header) -> ProjectorInfo:

@@ -42,7 +42,11 @@ def write_gguf(
     n_layer: int = 2,
     split_max_tensors: int = 0,
 ) -> Path:
-    """A minimal text-model GGUF: metadata complete enough for inspect, tiny tensors."""
+    """A minimal text-model GGUF: metadata complete enough for inspect, tiny tensors.
+
+    Its vocabulary is BPE ("gpt2"), which needs no byte tokens: an SPM ("llama") one
+    without all 256 "<0xXX>" tokens is refused (see test_load_limits.py).
+    """
     tokens = tokens if tokens is not None else [f"tok{i}" for i in range(100)]
     writer = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors)
     writer.add_name("Test Model")
@@ -51,7 +55,7 @@ def write_gguf(
     writer.add_uint32(f"{arch}.block_count", n_layer)
     writer.add_uint32(f"{arch}.feed_forward_length", 16)
     writer.add_uint32(f"{arch}.attention.head_count", 2)
-    writer.add_tokenizer_model("llama")
+    writer.add_tokenizer_model("gpt2")
     writer.add_token_list(tokens)
     writer.add_token_scores([0.0] * len(tokens))
     writer.add_token_types([1] * len(tokens))
