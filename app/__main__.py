@@ -13,6 +13,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine.native_probe import child_main
 
         return child_main()
+    if args[:1] == ["--check-model"]:  # engine/model_check.py's child, likewise
+        from engine.model_check import child_main as check_main
+
+        return check_main(args[1:])
     from app.cli import run_cli
 
     return run_cli(args)

@@ -40,6 +40,7 @@ from engine.llama_log import (
     most_specific_error,
     parse_buffer_sizes,
 )
+from engine.model_check import require_loadable
 from engine.multimodal import (
     DecodedImage,
     ImageEvalFailed,
@@ -390,6 +391,10 @@ class Executor(QThread):
             check_draft_compatible(info, plan.request.draft, info.path, plan.request.draft.path)
         if not plan.fits and not self.force:
             raise DoesNotFit(plan.reasons[0] if plan.reasons else "The model does not fit this machine.")
+        # A file llama.cpp has not opened before is opened in a child first (once per header).
+        require_loadable(info)
+        if spec.mode is SpeculationMode.DRAFT_MODEL and plan.request.draft is not None:
+            require_loadable(plan.request.draft)
 
     def _load_weights(self) -> None:
         import llama_cpp as ll

@@ -22,6 +22,7 @@ import ctypes
 import hashlib
 import io
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,27 @@ log = logging.getLogger("hearth.multimodal")
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_MAX_PIXELS = 40_000_000
 DEFAULT_MAX_IMAGES_PER_MESSAGE = 8
+# A file's pixel count says little about what it costs: a 117 KB PNG of 40,000,000×1
+# pixels took 2.3 GB to decode. So each side, the aspect ratio and the decoded size are
+# bounded too, from the header, before a pixel is decoded; and what is decoded is shrunk
+# to PROMPT_PIXELS at once (more than any projector reads: they resize to ~1 MP) before
+# any conversion copies it. Peak memory for the worst image these allow is measured by
+# benchmarks/bench_image_memory.py.
+DEFAULT_MAX_SIDE = 16_384
+DEFAULT_MAX_ASPECT = 32.0
+DEFAULT_MAX_DECODED_BYTES = 160 * 1024 * 1024
+DEFAULT_PROMPT_PIXELS = 4096 * 4096
+# Bytes per pixel of Pillow's decoded modes (anything else: 4).
+_MODE_BYTES: Mapping[str, int] = MappingProxyType(
+    {"1": 1, "L": 1, "P": 1, "LA": 2, "La": 2, "PA": 2, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2,
+     "RGB": 3, "YCbCr": 3, "LAB": 3, "HSV": 3}
+)  # fmt: skip
+_REDUCIBLE_MODES = frozenset({"L", "LA", "I", "F", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr"})
+# EXIF orientation -> the transpose that undoes it (what ImageOps.exif_transpose applies).
+_ORIENTATION_FIX: Mapping[int, str] = MappingProxyType(
+    {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE", 6: "ROTATE_270",
+     7: "TRANSVERSE", 8: "ROTATE_90"}
+)  # fmt: skip
 
 # Pillow format name -> what we call it. MPO is what Pillow reports for most phone
 # photos (a JPEG with an embedded preview); it decodes as its first, primary picture.
@@ -66,9 +88,15 @@ class ImageLimits:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_images_per_message: int = DEFAULT_MAX_IMAGES_PER_MESSAGE
+    max_side: int = DEFAULT_MAX_SIDE
+    max_aspect: float = DEFAULT_MAX_ASPECT  # longer side / shorter side
+    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES
+    prompt_pixels: int = DEFAULT_PROMPT_PIXELS  # larger images are shrunk to this, keeping their shape
 
     def __post_init__(self) -> None:
-        if self.max_bytes < 1 or self.max_pixels < 1 or self.max_images_per_message < 1:
+        values = (self.max_bytes, self.max_pixels, self.max_images_per_message, self.max_side,
+                  self.max_decoded_bytes, self.prompt_pixels)  # fmt: skip
+        if min(values) < 1 or self.max_aspect < 1:
             raise ValueError(f"image limits must be positive: {self}")
 
 
@@ -159,15 +187,9 @@ def load_image(
                 f"{label} is a {image.format or 'unknown'} image; Hearth reads {_ACCEPTED_TEXT}."
             )
         width, height = image.size
-        if width < 1 or height < 1:
-            raise ImageRejected(f"{label} has no pixels ({width}x{height}).")
-        if width * height > limits.max_pixels:
-            raise ImageRejected(
-                f"{label} is {width}×{height} pixels ({_megapixels(width * height)}); "
-                f"images can have at most {_megapixels(limits.max_pixels)}."
-            )
+        _check_dimensions(label, image.mode, width, height, limits)
         try:
-            rgb_image = _to_rgb(image)
+            rgb_image = _to_rgb(image, limits.prompt_pixels)
         except Exception as exc:  # truncated data, bad EXIF, codec errors: all the user's file
             raise ImageRejected(f"{label} could not be decoded: {_short_reason(exc)}") from exc
 
@@ -223,12 +245,74 @@ def _check_size(label: str, size: int, limits: ImageLimits) -> None:
         )
 
 
-def _to_rgb(image: Any) -> Any:
-    """Decode, apply EXIF orientation, flatten any transparency onto white."""
-    from PIL import Image, ImageOps
+def _check_dimensions(label: str, mode: str, width: int, height: int, limits: ImageLimits) -> None:
+    """Everything the header tells about the cost of decoding, checked before decoding."""
+    if width < 1 or height < 1:
+        raise ImageRejected(f"{label} has no pixels ({width}x{height}).")
+    if width * height > limits.max_pixels:
+        raise ImageRejected(
+            f"{label} is {width}×{height} pixels ({_megapixels(width * height)}); "
+            f"images can have at most {_megapixels(limits.max_pixels)}."
+        )
+    if max(width, height) > limits.max_side:
+        raise ImageRejected(
+            f"{label} is {width}×{height} pixels; a side can be at most {limits.max_side:,} pixels."
+        )
+    if max(width, height) / min(width, height) > limits.max_aspect:
+        raise ImageRejected(
+            f"{label} is {width}×{height} pixels, too long and thin; "
+            f"images can be at most {limits.max_aspect:.0f} times longer than wide."
+        )
+    decoded = width * height * _MODE_BYTES.get(mode, 4)
+    if decoded > limits.max_decoded_bytes:
+        raise ImageRejected(
+            f"{label} would take {format_bytes(decoded)} to decode; "
+            f"images can take at most {format_bytes(limits.max_decoded_bytes)}."
+        )
+
+
+def _reduce_in_strips(image: Any, factor: int) -> Any:
+    """``image.reduce(factor)`` a band of rows at a time: reduce() premultiplies an RGBA
+    image into a full-size copy first, which for 40 MP is 160 MB more at the peak."""
+    from PIL import Image
+
+    width, height = (image.size[0] // factor) * factor, (image.size[1] // factor) * factor
+    size = (max(1, width // factor), max(1, height // factor))
+    if image.mode not in _REDUCIBLE_MODES or not width or not height:
+        return image.resize(size, Image.Resampling.NEAREST)  # one pass, no copy of the source
+    out = Image.new(image.mode, size)
+    step = factor * 64
+    for top in range(0, height, step):
+        band = image.crop((0, top, width, min(top + step, height)))
+        out.paste(band.reduce(factor), (0, top // factor))
+    return out
+
+
+def _to_rgb(image: Any, prompt_pixels: int = DEFAULT_PROMPT_PIXELS) -> Any:
+    """Decode, shrink to ``prompt_pixels``, apply EXIF orientation, flatten transparency onto white.
+
+    The shrink comes right after decoding, so the conversions below copy the small image,
+    never the large one (which is closed, freeing its pixels, as soon as it is shrunk).
+    """
+    from PIL import Image
 
     image.seek(0)  # GIF/WebP/MPO: the first frame
-    oriented = ImageOps.exif_transpose(image)
+    orientation = image.getexif().get(0x0112, 1)  # EXIF Orientation, read before shrinking drops it
+    width, height = image.size
+    if width * height > prompt_pixels:
+        # An integer box reduction, one pass into a small image: a resampling resize would
+        # add a premultiplied copy of the large image and an intermediate pass as large.
+        factor = math.ceil(math.sqrt(width * height / prompt_pixels))
+        if image.format in ("JPEG", "MPO"):
+            image.draft("RGB", (width // factor, height // factor))  # decodes at 1/2..1/8 scale
+            factor = math.ceil(math.sqrt(image.size[0] * image.size[1] / prompt_pixels))
+        image.load()
+        if factor > 1:
+            shrunk = _reduce_in_strips(image, factor)
+            image.close()
+            image = shrunk
+    fix = _ORIENTATION_FIX.get(orientation) if isinstance(orientation, int) else None
+    oriented = image.transpose(getattr(Image.Transpose, fix)) if fix else image
     if oriented.mode in _MODES_WITH_ALPHA or "transparency" in oriented.info:
         rgba = oriented.convert("RGBA")
         # Plain convert("RGB") would drop alpha and expose whatever colour transparent

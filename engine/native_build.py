@@ -197,6 +197,11 @@ class BuildConfig:
         return " ".join(args)
 
     @property
+    def dynamic_backends(self) -> bool:
+        """A GGML_BACKEND_DL build: backends are modules loaded (and chosen) at run time."""
+        return ("GGML_BACKEND_DL", "ON") in self.extra_options
+
+    @property
     def cpu_features(self) -> tuple[str, ...]:
         """The compiled-in extensions in llama.cpp's own names (``GGML_AVX512_VNNI`` -> ``AVX512_VNNI``)."""
         return tuple(
@@ -320,6 +325,8 @@ def build_wheel(config: BuildConfig, python: str, house: Path) -> Path:
     print("[native] this takes about 8 minutes on 2 cores, once per set of options")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hearth-wheel-") as tmp:
+        build_dir = Path(tmp) / "build"
+        env["SKBUILD_BUILD_DIR"] = str(build_dir)  # kept until the wheel is complete
         cmd = [
             python,
             "-m",
@@ -339,12 +346,46 @@ def build_wheel(config: BuildConfig, python: str, house: Path) -> Path:
         built = sorted(Path(tmp).glob("llama_cpp_python-*.whl"))
         if not built:
             raise BuildError("pip wheel finished without producing a llama-cpp-python wheel")
+        if config.dynamic_backends:
+            # llama-cpp-python installs only the libraries it names; the backend modules
+            # (libggml-cpu-haswell.so, ...) stay in the build tree: put them in the wheel.
+            modules = sorted(build_dir.rglob("libggml-cpu-*.so"))
+            if not modules:
+                raise BuildError("the GGML_BACKEND_DL build produced no CPU backend modules")
+            add_to_wheel(built[-1], modules, "llama_cpp/lib")
         target.mkdir(parents=True, exist_ok=True)
         final = target / built[-1].name
         shutil.move(str(built[-1]), final)
     (target / "options.json").write_text(json.dumps(stamp_for(config, final), indent=2) + "\n")
     print(f"[native] built in {time.monotonic() - started:.0f} s: {final}")
     return final
+
+
+def add_to_wheel(wheel: Path, files: Iterable[Path], folder: str) -> None:
+    """Add ``files`` to ``wheel`` under ``folder``, with their RECORD lines."""
+    import base64
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as old:
+        entries = [(info, old.read(info)) for info in old.infolist()]
+    record_name = next(info.filename for info, _ in entries if info.filename.endswith(".dist-info/RECORD"))
+    added = [(f"{folder}/{path.name}", path.read_bytes()) for path in files]
+    lines = []
+    for name, data in added:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{name},sha256={digest},{len(data)}")
+    tmp = wheel.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as new:
+        for info, data in entries:
+            if info.filename == record_name:
+                data = data.rstrip(b"\n") + b"\n" + "\n".join(lines).encode() + b"\n"
+            new.writestr(info, data)
+        for name, data in added:
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            info.external_attr = 0o755 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            new.writestr(info, data)
+    os.replace(tmp, wheel)
 
 
 def stamp_for(config: BuildConfig, wheel: Path) -> dict:

@@ -446,3 +446,46 @@ def test_freed_runtime_refuses_work(native: tuple[object, object], tiny_projecto
     assert rt.cached_identities == frozenset()
     with pytest.raises(RuntimeError, match="freed"):
         rt.tokenize(rt.marker, [image])
+
+
+# -- what an image costs, not only its pixel count -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "expected"),
+    [
+        (40_000_000, 1, "a side can be at most 16,384 pixels"),
+        (10_000_000, 4, "a side can be at most 16,384 pixels"),
+        (16_000, 400, "too long and thin; images can be at most 32 times longer than wide"),
+    ],
+)
+def test_long_thin_images_are_refused_from_the_header(width: int, height: int, expected: str) -> None:
+    with pytest.raises(ImageRejected, match=expected):
+        load_image(png_header_only(width, height))
+
+
+def test_limits_on_side_aspect_and_decoded_size() -> None:
+    data = encode(gradient(400, 300), "PNG")
+    with pytest.raises(ImageRejected, match="a side can be at most 300 pixels"):
+        load_image(data, ImageLimits(max_side=300))
+    with pytest.raises(ImageRejected, match="too long and thin"):
+        load_image(encode(gradient(400, 10), "PNG"), ImageLimits(max_aspect=32))
+    with pytest.raises(ImageRejected, match=r"would take 351\.6 KiB to decode"):
+        load_image(data, ImageLimits(max_decoded_bytes=300_000))  # 400×300 RGB = 360,000 bytes
+    assert load_image(data, ImageLimits(max_decoded_bytes=360_000)).width == 400
+
+
+def test_large_images_are_shrunk_to_the_prompt_size_keeping_their_shape() -> None:
+    decoded = load_image(encode(gradient(400, 300), "PNG"), ImageLimits(prompt_pixels=10_000))
+    assert decoded.pixels <= 10_000
+    assert abs(decoded.width / decoded.height - 400 / 300) < 0.03
+    small = load_image(encode(gradient(40, 30), "PNG"), ImageLimits(prompt_pixels=10_000))
+    assert (small.width, small.height) == (40, 30)  # nothing to shrink: the same pixels
+
+
+def test_exif_orientation_survives_shrinking() -> None:
+    image = gradient(400, 200)
+    exif = image.getexif()
+    exif[0x0112] = 6
+    decoded = load_image(encode(image, "JPEG", exif=exif.tobytes()), ImageLimits(prompt_pixels=5_000))
+    assert decoded.height > decoded.width  # rotated to portrait, after shrinking
