@@ -49,7 +49,7 @@ from engine.multimodal import (
     check_fits,
     check_message_images,
 )
-from engine.native import require_backend
+from engine.native import release_freed_memory, require_backend
 from engine.native_batch import NativeBatch
 from engine.planner import KvCacheType, LoadPhase, LoadPlan
 from engine.requests import (
@@ -550,6 +550,7 @@ class Executor(QThread):
         self._ctx = self._model = self._mem = self._vocab = None
         self._batch = None
         self._progress_cb = None
+        release_freed_memory()
 
     # -- serving -------------------------------------------------------------------
 

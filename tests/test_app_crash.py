@@ -1,9 +1,12 @@
-"""Kill a real Hearth window process with SIGKILL while it streams replies, 20 times.
+"""Kill a real Hearth window process with SIGKILL, 20 times, on a random schedule.
 
-Each run starts `hearth --load MODEL --send TEXT` offscreen on the same data folder; a
-looping tiny model writes a long reply that the app saves at least every half second.
-After each kill, the database must be intact, every reply that was complete before must
-be exactly as it was, and recovery must leave nothing "streaming".
+Each run starts `hearth --load MODEL --send TEXT` offscreen on the same data folder. Most
+runs load a looping tiny model that writes a long reply (saved at least every half second)
+and are killed mid-stream; every fourth loads a model whose reply finishes, and is killed
+after it did. After each kill, the database must be intact, every message that was complete
+before (finished replies included) must be exactly as it was, and recovery must leave
+nothing "streaming". The schedule is drawn anew each run: the seed is printed, and
+HEARTH_CRASH_SEED=<seed> replays it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,21 @@ def _snapshot(db: Path) -> dict[int, str]:
     return {message_id: hashlib.sha256(text.encode()).hexdigest() for message_id, text in rows}
 
 
+def _finished_replies(db: Path) -> int:
+    if not db.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        row = conn.execute(
+            "SELECT count(*) FROM messages WHERE role = 'assistant' AND state = 'complete' AND text != ''"
+        ).fetchone()
+        return int(row[0]) if row else 0
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
+
+
 def _streaming_started(db: Path) -> bool:
     if not db.exists():
         return False
@@ -67,28 +85,49 @@ def slow_looping_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_text_model(tmp_path_factory.mktemp("crash") / "slow-looping.gguf", spec)
 
 
-def test_sigkill_of_the_app_while_streaming_loses_nothing(tmp_path: Path, slow_looping_model: Path) -> None:
-    looping_model = slow_looping_model
+@pytest.fixture(scope="module")
+def finishing_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Says the script once and stops: its replies complete."""
+    return write_tiny_text_model(
+        tmp_path_factory.mktemp("crash") / "finishing.gguf", TinyTextSpec(script=SCRIPT)
+    )
+
+
+def test_sigkill_of_the_app_loses_nothing(
+    tmp_path: Path, slow_looping_model: Path, finishing_model: Path
+) -> None:
     data = tmp_path / "data"
     db = data / "hearth.sqlite3"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-    rng = random.Random(20261130)
+    seed = int(os.environ.get("HEARTH_CRASH_SEED") or random.randrange(1 << 31))
+    print(f"\nSIGKILL schedule seed: {seed} (replay with HEARTH_CRASH_SEED={seed})")
+    rng = random.Random(seed)
     completed: dict[int, str] = {}
     interrupted_total = 0
     killed_mid_stream = 0
+    finishing_runs = 0
     for run in range(KILLS):
+        finishes = run % 4 == 3
+        model = finishing_model if finishes else slow_looping_model
+        replies_before = _finished_replies(db)
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "--data-dir", str(data), "--models-dir", str(tmp_path / "models"),
-             "--load", str(looping_model), "--send", f"run {run}: tell me everything"],
+             "--load", str(model), "--send", f"run {run}: tell me everything"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 30
-            while not _streaming_started(db) and time.monotonic() < deadline:
+            deadline = time.monotonic() + 60
+
+            def ready(before: int = replies_before, finishes: bool = finishes) -> bool:
+                return _finished_replies(db) > before if finishes else _streaming_started(db)
+
+            while not ready() and time.monotonic() < deadline:
                 assert process.poll() is None, f"Hearth exited early (run {run}, code {process.returncode})"
                 time.sleep(0.02)
+            assert ready(), f"run {run} never got that far (seed {seed})"
+            finishing_runs += finishes
             time.sleep(rng.uniform(0.0, 0.6))
             completed.update(_snapshot(db))
             killed_mid_stream += _streaming_started(db)
@@ -97,5 +136,6 @@ def test_sigkill_of_the_app_while_streaming_loses_nothing(tmp_path: Path, slow_l
             process.wait(10)
         interrupted_total += check_database_after_kill(db, completed.items())
     assert len(completed) >= KILLS, "every run's user message at least was complete"
+    assert _finished_replies(db) >= finishing_runs == KILLS // 4, "finished replies survive every later kill"
     assert killed_mid_stream >= KILLS // 2, "most kills should land while a reply streams"
     assert interrupted_total >= KILLS // 2

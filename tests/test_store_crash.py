@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import random
 import sqlite3
@@ -20,7 +21,6 @@ from app.store import MessageState, Store
 
 WRITER = Path(__file__).resolve().parent / "crash_writer.py"
 KILLS = 20
-SEED = 20240611
 
 
 def check_database_after_kill(db_path: Path, completed: Iterable[tuple[int, str]]) -> int:
@@ -67,14 +67,16 @@ def _read_lines(stream, lines: queue.Queue[str]) -> None:
 @pytest.mark.slow
 def test_sigkill_while_streaming_loses_nothing(tmp_path: Path) -> None:
     db_path = tmp_path / "hearth.sqlite3"
-    rng = random.Random(SEED)
+    seed = int(os.environ.get("HEARTH_CRASH_SEED") or random.randrange(1 << 31))
+    print(f"\nstore SIGKILL schedule seed: {seed} (replay with HEARTH_CRASH_SEED={seed})")
+    rng = random.Random(seed)
     completed: dict[int, str] = {}
     interrupted_total = 0
     started = time.monotonic()
 
     for kill in range(KILLS):
         writer = subprocess.Popen(
-            [sys.executable, str(WRITER), str(db_path), str(SEED + kill)],
+            [sys.executable, str(WRITER), str(db_path), str(seed + kill)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
