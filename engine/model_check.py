@@ -23,11 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import platformdirs
-
 from engine.catalog import ModelInfo
 from engine.errors import LoadFailed
 from engine.native_probe import build_identity
+from engine.verdict_cache import cache_path, read_verdicts, remember
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ def check_command() -> list[str]:
 
 
 def default_cache_file() -> Path:
-    return Path(platformdirs.user_cache_dir("Hearth", appauthor=False)) / "model-verdicts.json"
+    return cache_path("model-verdicts.json")
 
 
 def check_model_file(
@@ -76,7 +75,7 @@ def check_model_file(
     """The verdict for ``info``'s file: remembered, or from a child that opens it now."""
     cache_file = cache_file or default_cache_file()
     key = verdict_key(info)
-    cache = _read_cache(cache_file)
+    cache = read_verdicts(cache_file)
     known = cache.get(key)
     if isinstance(known, dict):
         try:
@@ -86,9 +85,7 @@ def check_model_file(
     verdict = check_files([info.path], command, keys=[key])[0]
     log.info("model check %s: %s in %.2f s", info.path.name, verdict.message or "ok", verdict.seconds)
     if verdict.remembered:
-        cache = _read_cache(cache_file)  # another process may have added to it meanwhile
-        cache[key] = asdict(verdict)
-        _write_cache(cache_file, cache)
+        remember(cache_file, key, asdict(verdict), keep=MAX_REMEMBERED)
     return verdict
 
 
@@ -213,26 +210,6 @@ def _died(key: str, path: Path, returncode: int | None, stderr: list[str], secon
     detail = f": {words}" if words else ""
     message = f"llama.cpp {how} opening {path.name}, a damaged or unsupported file{detail}"
     return ModelVerdict(key, False, message[:400], name or f"exit {returncode}", seconds)
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(path: Path, cache: dict) -> None:
-    if len(cache) > MAX_REMEMBERED:  # oldest first (dicts keep insertion order)
-        cache = dict(list(cache.items())[-MAX_REMEMBERED:])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache) + "\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("could not remember model verdicts in %s: %s", path, exc)
 
 
 # ------------------------------------------------------------------------------ the child

@@ -26,10 +26,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import platformdirs
-
 from engine.errors import NativeBuildUnsafe
 from engine.native_build import safe_rebuild_command
+from engine.verdict_cache import cache_path, read_verdicts, remember
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ def probe_command() -> list[str]:
 
 
 def default_cache_file() -> Path:
-    return Path(platformdirs.user_cache_dir("Hearth", appauthor=False)) / "native-probe.json"
+    return cache_path("native-probe.json")
 
 
 def run_probe(
@@ -174,7 +173,7 @@ def check_build(
     """The verdict for the installed build: from the cache, or from a probe that is then cached."""
     build_id = build_identity(lib_dir)
     cache_file = cache_file or default_cache_file()
-    cache = _read_cache(cache_file)
+    cache = read_verdicts(cache_file)
     known = cache.get(build_id)
     if isinstance(known, dict):
         try:
@@ -188,8 +187,7 @@ def check_build(
         "llama.cpp build %s: %s in %.2f s", build_id, "ok" if result.ok else result.message, result.seconds
     )
     if result.remembered:
-        cache[build_id] = asdict(result)
-        _write_cache(cache_file, cache)
+        remember(cache_file, build_id, asdict(result))
     return result
 
 
@@ -199,24 +197,6 @@ def require_safe_build(cache_file: Path | None = None, command: Sequence[str] | 
     if not result.ok:
         raise NativeBuildUnsafe(result.message)
     return result
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(path: Path, cache: dict) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=2) + "\n")
-        os.replace(tmp, path)
-    except OSError as exc:  # a read-only home: probe again next time rather than fail
-        log.warning("could not remember the llama.cpp probe result in %s: %s", path, exc)
 
 
 # ------------------------------------------------------------------------------ the child

@@ -58,6 +58,34 @@ def hardware():
     return described_machine(ram_available=12 << 30, name="Test CPU")
 
 
+def rewrite_gguf(
+    source: Path, target: Path, *, drop: tuple[str, ...] = (), split_max_tensors: int = 0
+) -> Path:
+    """Copy a GGUF through gguf's writer: without the tensors named in ``drop``, or split."""
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(str(source))
+    writer = gguf.GGUFWriter(str(target), str(reader.fields["general.architecture"].contents()),
+                             split_max_tensors=split_max_tensors)  # fmt: skip
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            writer.add_key_value(field.name, field.contents(), vtype, sub_type=field.types[-1])
+        else:
+            writer.add_key_value(field.name, field.contents(), vtype)
+    for t in reader.tensors:
+        if t.name not in drop:
+            writer.add_tensor(t.name, np.array(t.data), raw_shape=tuple(reversed([int(d) for d in t.shape])))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
+
+
 def plan_for(path: Path, ctx: int = 1024, parallel: int = 4, **request: object):
     """A load plan for ``path`` on this machine (CPU), as the app would make it."""
     from engine.catalog import inspect_model

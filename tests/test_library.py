@@ -12,6 +12,7 @@ import pytest
 from engine.catalog import ModelInfo, inspect
 from engine.library import Library, LibraryEntry, name_stem
 from engine.tiny_models import TinyProjectorSpec, TinyTextSpec, write_tiny_projector, write_tiny_text_model
+from tests.conftest import rewrite_gguf
 
 
 class CountingInspector:
@@ -205,29 +206,10 @@ def test_remove_never_deletes(models: Path, tiny_model: Path, tmp_path: Path) ->
 
 
 def test_split_model_is_one_entry(tmp_path: Path) -> None:
-    import gguf
-    import numpy as np
-
     root = tmp_path / "split"
     root.mkdir()
     tiny = write_tiny_text_model(tmp_path / "src.gguf")
-    reader = gguf.GGUFReader(str(tiny))
-    writer = gguf.GGUFWriter(str(root / "big.gguf"), "llama", split_max_tensors=8)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        value = field.contents()
-        vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            writer.add_key_value(field.name, value, vtype, sub_type=field.types[-1])
-        else:
-            writer.add_key_value(field.name, value, vtype)
-    for t in reader.tensors:
-        writer.add_tensor(t.name, np.array(t.data), raw_shape=tuple(reversed([int(d) for d in t.shape])))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    rewrite_gguf(tiny, root / "big.gguf", split_max_tensors=8)
     parts = sorted(root.glob("big-*.gguf"))
     assert len(parts) == 3
 

@@ -7,15 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gguf
-import numpy as np
 import pytest
 
 from engine.chat import ChatMessage, Role, clean_text
 from engine.errors import InvalidChatRequest, LoadFailed
 from engine.llama_log import LogLevel, LogLine, most_specific_error
 from engine.requests import ChatRequest
-from tests.conftest import plan_for
+from tests.conftest import plan_for, rewrite_gguf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,33 +111,10 @@ def test_the_most_specific_native_error_is_the_cause():
     assert most_specific_error([line("all good", LogLevel.INFO)]) is None
 
 
-def without_tensor(source: Path, target: Path, dropped: str) -> Path:
-    reader = gguf.GGUFReader(source)
-    writer = gguf.GGUFWriter(str(target), "llama")
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        value = field.contents()
-        vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            writer.add_key_value(field.name, value, vtype, sub_type=field.types[-1])
-        else:
-            writer.add_key_value(field.name, value, vtype)
-    for tensor in reader.tensors:
-        if tensor.name != dropped:
-            data = np.array(tensor.data)
-            writer.add_tensor(tensor.name, data.reshape(tuple(reversed(tensor.shape.tolist()))))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return target
-
-
 def test_a_load_failure_names_llama_cpps_cause(tmp_path: Path, tiny_model: Path):
     from engine import Engine
 
-    broken = without_tensor(tiny_model, tmp_path / "missing-k.gguf", "blk.0.attn_k.weight")
+    broken = rewrite_gguf(tiny_model, tmp_path / "missing-k.gguf", drop=("blk.0.attn_k.weight",))
     try:
         plan = plan_for(broken)
     except Exception as exc:  # the catalog may refuse it first, which is as good
