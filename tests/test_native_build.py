@@ -271,3 +271,23 @@ def test_the_installed_build_has_a_stamp_without_amx():
     for lib in (llama_lib_dir() or Path()).glob("libggml-cpu*.so"):
         listing = subprocess.run([objdump, "-d", str(lib)], capture_output=True, text=True).stdout
         assert "tilezero" not in listing and "tdpbssd" not in listing, f"AMX tile code in {lib.name}"
+
+
+def test_files_added_to_a_wheel_are_in_its_record(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+    import zipfile
+
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pkg/__init__.py", "")
+        z.writestr("pkg-1.0.dist-info/RECORD", "pkg/__init__.py,,0\npkg-1.0.dist-info/RECORD,,\n")
+    module = tmp_path / "libggml-cpu-haswell.so"
+    module.write_bytes(b"\x7fELF module")
+    nb.add_to_wheel(wheel, [module], "pkg/lib")
+    with zipfile.ZipFile(wheel) as z:
+        assert z.read("pkg/lib/libggml-cpu-haswell.so") == b"\x7fELF module"
+        record = z.read("pkg-1.0-dist-info/RECORD".replace("-dist", ".dist")).decode().splitlines()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(b"\x7fELF module").digest()).rstrip(b"=").decode()
+    assert f"pkg/lib/libggml-cpu-haswell.so,sha256={digest},11" in record
+    assert "pkg/__init__.py,,0" in record
