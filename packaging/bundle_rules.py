@@ -49,7 +49,21 @@ PY_EXCLUDES = [
     "llama_cpp.server", "llama_cpp.llava_cpp", "transformers", "huggingface_hub", "torch",
     # gguf's command-line tools (one is a PySide6 editor); pyqtgraph's demos, 3D and notebooks
     "gguf.scripts", "pyqtgraph.examples", "pyqtgraph.opengl", "pyqtgraph.jupyter",
+    # Pillow's AVIF codec (5 MB with libavif): Hearth reads PNG, JPEG, WebP, GIF and BMP
+    "PIL._avif", "PIL.AvifImagePlugin",
+    # PyYAML's libyaml accelerator (2.7 MB): gguf imports yaml but Hearth never parses YAML,
+    # and PyYAML falls back to its pure-Python code without it
+    "_yaml", "yaml._yaml",
 ]  # fmt: skip
+
+# Data files a Hearth bundle leaves out: Qt's own translations (7 MB) translate only Qt's
+# standard dialogs, and Hearth's interface is English; the dialogs then are too.
+DROPPED_DATA = ("PySide6/Qt/translations/*",)
+
+
+def drop_data(datas: list[TocEntry], patterns: Iterable[str] = DROPPED_DATA) -> list[TocEntry]:
+    patterns = tuple(patterns)
+    return [e for e in datas if not any(fnmatch.fnmatch(e[0], p) for p in patterns)]
 
 # Qt plugins PyInstaller's Qt hooks collect that a desktop Hearth should not carry (Linux).
 DROPPED_QT_PLUGINS = (
@@ -200,3 +214,30 @@ def drop_qt_plugins(
         )
     ]
     return final, datas, removed
+
+
+def strip_debug_symbols(binaries: list[TocEntry], work: Path) -> list[TocEntry]:
+    """Stripped copies (in ``work``) of the bundle's libraries that carry debug symbols.
+
+    libpython alone is 23 MB with them, 6 MB without. Libraries that auditwheel patched
+    (``numpy.libs/``, ``pillow.libs/``) are left as they are: strip rewrites their program
+    headers and they no longer load ("ELF load command address/offset not page-aligned").
+    """
+    import shutil
+    import subprocess
+
+    strip = shutil.which("strip")
+    if strip is None:
+        return binaries
+    out: list[TocEntry] = []
+    for dest, src, typecode in binaries:
+        patched = any(part.endswith(".libs") for part in Path(dest).parts[:-1])
+        if typecode not in ("BINARY", "EXTENSION") or patched or dest.startswith("llama_cpp/lib/"):
+            out.append((dest, src, typecode))
+            continue
+        target = work / "stripped" / dest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+        done = subprocess.run([strip, "--strip-unneeded", str(target)], capture_output=True)
+        out.append((dest, str(target) if done.returncode == 0 else src, typecode))
+    return out

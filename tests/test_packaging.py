@@ -153,6 +153,20 @@ def test_depends_names_a_package_for_every_library_the_bundle_does_not_carry(
         build_py.debian_depends(tmp_path)
 
 
+def test_cpu_variants_are_bundled_but_never_the_amx_one(tmp_path: Path) -> None:
+    names = ["libllama.so", "libggml.so", "libggml-base.so", "libmtmd.so", "libggml-cpu-x64.so",
+             "libggml-cpu-haswell.so", "libggml-cpu-zen4.so", "libggml-cpu-sapphirerapids.so"]  # fmt: skip
+    for name in names:
+        (tmp_path / name).write_bytes(b"\x7fELF")
+    bundled = {Path(src).name for src, _ in bundle_rules.llama_cpp_libs(tmp_path)}
+    assert bundled == set(names) - {"libggml-cpu-sapphirerapids.so"}
+    (tmp_path / "libggml-cpu-x64.so").unlink()
+    (tmp_path / "libggml-cpu-haswell.so").unlink()
+    (tmp_path / "libggml-cpu-zen4.so").unlink()
+    with pytest.raises(SystemExit, match="no ggml-cpu library"):
+        bundle_rules.llama_cpp_libs(tmp_path)  # only the AMX variant left: nothing to run on
+
+
 def test_identical_llama_libs_become_symlinks_to_the_versioned_file(tmp_path: Path) -> None:
     for name, content in [("libx.so", b"x"), ("libx.so.0", b"x"), ("libx.so.0.1.2", b"x"), ("liby.so", b"y")]:
         (tmp_path / name).write_bytes(content)
@@ -270,11 +284,20 @@ def test_bundle_carries_llama_cpp_resources_and_only_the_qt_it_needs(built: Path
     assert (plugins / "platforms" / "libqwayland.so").is_file()
     assert (plugins / "iconengines" / "libqsvgicon.so").is_file()
     assert not (plugins / "platformthemes" / "libqgtk3.so").exists()
+    assert not (internal / "PySide6" / "Qt" / "translations").exists()
 
     # No test code, no test tools (they live in the PYZ archive if anywhere: check its table of contents).
     toc = pyz_module_names(built.parent / "work" / "hearth")
     assert "engine.loaded_model" in toc and "app.self_test" in toc
-    for unwanted in ("tests", "pytest", "pytestqt", "hypothesis", "tkinter", "llama_cpp.llava_cpp"):
+    for unwanted in (
+        "tests",
+        "pytest",
+        "pytestqt",
+        "hypothesis",
+        "tkinter",
+        "llama_cpp.llava_cpp",
+        "PIL._avif",
+    ):
         assert unwanted not in toc and not any(m.startswith(unwanted + ".") for m in toc), unwanted
 
 
