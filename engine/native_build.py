@@ -116,7 +116,7 @@ class Toolchain:
 
     nvcc: bool = False  # the CUDA compiler
     nvidia_driver: bool = False  # libcuda / an NVIDIA device node: a GPU that CUDA can use
-    vulkan_sdk: bool = False  # Vulkan headers and loader library to build against
+    vulkan_sdk: bool = False  # Vulkan headers, loader library and SPIRV-Headers to build against
     glslc: bool = False  # the shader compiler ggml-vulkan needs at build time
 
     @classmethod
@@ -126,8 +126,17 @@ class Toolchain:
             (root / d / "libcuda.so.1").exists()
             for d in ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/wsl/lib", "usr/lib")
         )
-        vulkan = (root / "usr/include/vulkan/vulkan.h").exists() and any(
-            (root / d / "libvulkan.so").exists() for d in ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib")
+        vulkan = (
+            (root / "usr/include/vulkan/vulkan.h").exists()
+            and any(
+                (root / d / "libvulkan.so").exists()
+                for d in ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib")
+            )
+            # ggml-vulkan's CMake requires SPIRV-Headers' package config (Debian: spirv-headers)
+            and any(
+                (root / d / "SPIRV-Headers").is_dir()
+                for d in ("usr/share/cmake", "usr/lib/cmake", "usr/lib64/cmake")
+            )
         )
         return cls(nvcc=nvcc, nvidia_driver=driver, vulkan_sdk=vulkan, glslc=which("glslc") is not None)
 
@@ -156,7 +165,9 @@ def choose_backend(requested: str | None, tools: Toolchain) -> BackendChoice:
         if backend is Backend.CUDA and not tools.nvcc:
             raise BuildError(f"{BACKEND_ENV}=cuda needs nvcc (the CUDA toolkit) on PATH")
         if backend is Backend.VULKAN and not (tools.vulkan_sdk and tools.glslc):
-            raise BuildError(f"{BACKEND_ENV}=vulkan needs the Vulkan headers (libvulkan-dev) and glslc")
+            raise BuildError(
+                f"{BACKEND_ENV}=vulkan needs the Vulkan headers (libvulkan-dev, spirv-headers) and glslc"
+            )
         return BackendChoice(backend, f"asked for with {BACKEND_ENV}")
     if tools.nvcc and tools.nvidia_driver:
         return BackendChoice(Backend.CUDA, "nvcc and an NVIDIA driver found")

@@ -137,9 +137,12 @@ def test_toolchain_detection_from_a_fake_root(tmp_path: Path):
     (tmp_path / "usr/include/vulkan/vulkan.h").touch()
     (tmp_path / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
     (tmp_path / "usr/lib/x86_64-linux-gnu/libvulkan.so").touch()
+    (tmp_path / "usr/share/cmake/SPIRV-Headers").mkdir(parents=True)
     tools = Toolchain.detect(which=lambda name: "/bin/" + name if name == "glslc" else None, root=tmp_path)
     assert tools == Toolchain(nvcc=False, nvidia_driver=True, vulkan_sdk=True, glslc=True)
     assert Toolchain.detect(which=lambda name: None, root=tmp_path / "empty") == Toolchain()
+    (tmp_path / "usr/share/cmake/SPIRV-Headers").rmdir()  # ggml-vulkan's CMake cannot configure without it
+    assert not Toolchain.detect(which=lambda name: None, root=tmp_path).vulkan_sdk
 
 
 def test_cuda_build_targets_only_this_machines_gpu():
