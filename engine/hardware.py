@@ -41,7 +41,7 @@ class BackendDevice:
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """One NVIDIA GPU as NVML reports it."""
+    """One GPU: as NVML reports it, or (no NVIDIA driver) as a llama.cpp backend device does."""
 
     index: int
     name: str
@@ -324,6 +324,12 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
         if opened.initialized:
             _shutdown(source)
 
+    devices = native.backend_devices()
+    status = opened.status
+    if not gpus:
+        gpus = ggml_gpus(devices)
+        if gpus:
+            status = f"{len(gpus)} GPU{'s' if len(gpus) > 1 else ''} found by llama.cpp (no NVIDIA driver)"
     memory = psutil.virtual_memory()
     logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
     return HardwareSnapshot(
@@ -336,11 +342,28 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
         ram_total=memory.total,
         ram_available=memory.available,
         gpus=gpus,
-        gpu_status=opened.status,
+        gpu_status=status,
         driver_version=opened.driver_version,
         gpu_offload_supported=native.supports_gpu_offload(),
-        backend_devices=native.backend_devices(),
+        backend_devices=devices,
         native_error=native.load_error(),
+    )
+
+
+def ggml_gpus(devices: tuple[BackendDevice, ...]) -> tuple[GpuInfo, ...]:
+    """GPUs as llama.cpp's own backends see them (Vulkan on AMD or Intel, a CUDA GPU NVML
+    missed), in ggml's order, which is the order llama.cpp splits layers across them."""
+    gpus = [d for d in devices if d.type in (DeviceType.GPU, DeviceType.IGPU)]
+    return tuple(
+        GpuInfo(
+            index=i,
+            name=d.description or d.name,
+            vram_total=d.memory_total,
+            vram_free=d.memory_free,
+            utilization_percent=None,
+            temperature_c=None,
+        )
+        for i, d in enumerate(gpus)
     )
 
 

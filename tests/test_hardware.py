@@ -380,3 +380,20 @@ def test_without_nvidia_ml_py(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "nvidia-ml-py is not installed" in snap.gpu_status
     with Telemetry(PynvmlSource()) as telemetry:
         assert telemetry.sample().gpus == ()
+
+
+def test_gpus_llama_cpp_sees_without_nvml_are_planned_for() -> None:
+    """A Vulkan build on an AMD or Intel GPU: no NVML, but ggml lists a GPU device."""
+    from engine.hardware import ggml_gpus
+
+    devices = (
+        BackendDevice("Vulkan0", "AMD Radeon RX 7600", DeviceType.GPU, 8 * GIB, 7 * GIB),
+        BackendDevice("Vulkan1", "Intel(R) Graphics", DeviceType.IGPU, 4 * GIB, 3 * GIB),
+        BackendDevice("CPU", "AMD Ryzen", DeviceType.CPU, 32 * GIB, 20 * GIB),
+    )
+    gpus = ggml_gpus(devices)
+    assert [(g.index, g.name, g.vram_total, g.vram_free) for g in gpus] == [
+        (0, "AMD Radeon RX 7600", 8 * GIB, 7 * GIB),
+        (1, "Intel(R) Graphics", 4 * GIB, 3 * GIB),
+    ]
+    assert ggml_gpus(devices[2:]) == ()
