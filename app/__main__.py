@@ -10,13 +10,13 @@ def main(argv: list[str] | None = None) -> int:
     # The native self-check's child (engine/native_probe.py); in a frozen bundle this
     # executable is the only Python there is. Handled first: no Qt, no argparse.
     if args[:1] == ["--native-probe"]:
-        from engine.native_probe import child_main
+        from engine import run_native_probe_child
 
-        return child_main()
+        return run_native_probe_child()
     if args[:1] == ["--check-model"]:  # engine/model_check.py's child, likewise
-        from engine.model_check import child_main as check_main
+        from engine import run_model_check_child
 
-        return check_main(args[1:])
+        return run_model_check_child(args[1:])
     from app.cli import run_cli
 
     return run_cli(args)

@@ -32,10 +32,19 @@ from app.chat import (
 from app.model_session import ModelSession
 from app.store import Conversation, ImageRef, Message, Store
 from app.store import MessageState as StoredState
-from engine.chat import ChatMessage, Role
-from engine.errors import EngineError, ImageRejected
-from engine.multimodal import DecodedImage, check_message_images, load_image
-from engine.requests import ChatRequest, Completion, RequestHandle, StopReason
+from engine import (
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    DecodedImage,
+    EngineError,
+    ImageRejected,
+    RequestHandle,
+    Role,
+    StopReason,
+    check_message_images,
+    load_image,
+)
 
 NEW_TITLE = "New chat"
 SAVE_INTERVAL_MS = 500

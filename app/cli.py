@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.paths import AppPaths, resolve_paths
-from engine.errors import EngineError
+from engine import EngineError
 
 
 def _add_path_options(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def _add_speculation_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _speculation(args: argparse.Namespace):  # -> SpeculationConfig | None
-    from engine.speculative import SpeculationConfig
+    from engine import SpeculationConfig
 
     if args.speculate is None:
         if args.draft_max is not None:
@@ -151,7 +151,7 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def _print_json(value: Any) -> None:
-    from engine.jsonable import to_jsonable
+    from engine import to_jsonable
 
     json.dump(to_jsonable(value), sys.stdout, indent=2)
     sys.stdout.write("\n")
@@ -165,7 +165,7 @@ def _print_rows(rows: list[tuple[str, str]]) -> None:
 
 def cmd_inspect(args: argparse.Namespace, paths: AppPaths) -> int:
     from app.presenters import model_facts
-    from engine.catalog import inspect
+    from engine import inspect
 
     info = inspect(args.file)
     if args.json:
@@ -176,9 +176,15 @@ def cmd_inspect(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine.catalog import inspect_model, inspect_projector
-    from engine.hardware import take_snapshot
-    from engine.planner import KvCacheType, LoadRequest, describe_plan, plan_load
+    from engine import (
+        KvCacheType,
+        LoadRequest,
+        describe_plan,
+        inspect_model,
+        inspect_projector,
+        plan_load,
+        take_snapshot,
+    )
 
     info = inspect_model(args.file)
     projector = inspect_projector(args.mmproj) if args.mmproj else None
@@ -202,14 +208,21 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine.catalog import inspect_model, inspect_projector
-    from engine.chat import ChatMessage
-    from engine.errors import ImageRejected
-    from engine.hardware import take_snapshot
-    from engine.loaded_model import Engine
-    from engine.multimodal import load_images
-    from engine.planner import LoadRequest, plan_load
-    from engine.requests import ChatRequest, Completed, SamplingParams, TextDelta
+    from engine import (
+        ChatMessage,
+        ChatRequest,
+        Completed,
+        Engine,
+        ImageRejected,
+        LoadRequest,
+        SamplingParams,
+        TextDelta,
+        inspect_model,
+        inspect_projector,
+        load_images,
+        plan_load,
+        take_snapshot,
+    )
 
     sampling = SamplingParams(
         temperature=args.temp,
@@ -267,7 +280,7 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine.benchmark import run_engine_benchmarks, speculation_benchmark
+    from engine import run_engine_benchmarks, speculation_benchmark
 
     speculation = _speculation(args)
     if speculation is not None:
@@ -314,13 +327,13 @@ def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_hardware(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine.hardware import describe, take_snapshot
+    from engine import describe_hardware, take_snapshot
 
     snapshot = take_snapshot()
     if args.json:
         _print_json(snapshot)
     else:
-        print("\n".join(describe(snapshot)))
+        print("\n".join(describe_hardware(snapshot)))
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.errors import EngineError
+from engine import EngineError
 
 
 class DefaultModelUnavailable(EngineError):

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.catalog import ModelInfo
-from engine.library import Library, LibraryEntry
+from engine import Library, LibraryEntry, ModelInfo
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.catalog import ModelInfo
-from engine.planner import KvCacheType, LoadRequest
-from engine.speculative import SpeculationConfig, SpeculationMode
+from engine import KvCacheType, LoadRequest, ModelInfo, SpeculationConfig, SpeculationMode
 
 
 def settings_key(model_path: Path) -> str:

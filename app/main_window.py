@@ -37,12 +37,16 @@ from app.widgets.library_panel import LibraryPanel
 from app.widgets.load_progress import PHASE_LABELS
 from app.widgets.model_badge import ModelBadge
 from app.widgets.model_panel import ModelPanel
-from engine.catalog import ModelInfo
-from engine.errors import EngineError
-from engine.hardware import HardwareSnapshot, take_snapshot
-from engine.library import LibraryEntry
-from engine.planner import LoadPhase, LoadPlan
-from engine.speculative import SpeculationConfig
+from engine import (
+    EngineError,
+    HardwareSnapshot,
+    LibraryEntry,
+    LoadPhase,
+    LoadPlan,
+    ModelInfo,
+    SpeculationConfig,
+    take_snapshot,
+)
 
 
 def dropped_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
@@ -309,8 +313,7 @@ class MainWindow(QMainWindow):
     def load_and_send(self, model_path: Path, message: str | None = None) -> None:
         """Load ``model_path`` with its remembered (or default) settings; then, if given,
         send ``message`` in a new chat. For `hearth --load MODEL --send TEXT`."""
-        from engine.catalog import inspect_model
-        from engine.planner import LoadRequest, plan_load
+        from engine import LoadRequest, inspect_model, plan_load
 
         try:
             info = inspect_model(model_path)

@@ -6,10 +6,7 @@ import enum
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.errors import EngineError
-from engine.loaded_model import LoadedModel
-from engine.planner import LoadPhase, LoadPlan
-from engine.speculative import SpeculationConfig
+from engine import EngineError, LoadedModel, LoadPhase, LoadPlan, SpeculationConfig
 
 
 class SessionState(enum.Enum):

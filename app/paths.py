@@ -11,7 +11,7 @@ from pathlib import Path
 
 import platformdirs
 
-from engine.errors import EngineError
+from engine import EngineError
 
 APP_NAME = "Hearth"
 

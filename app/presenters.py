@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from engine.catalog import ModelInfo
-from engine.units import format_bytes, format_count
+from engine import ModelInfo, format_bytes, format_count
 
 
 def _opt(value: object) -> str:

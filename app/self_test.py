@@ -55,14 +55,18 @@ def _self_test(tmp: Path) -> str:
         raise SelfTestFailed(error)
     qt = _check_qt()
 
-    from engine.catalog import inspect_model
-    from engine.chat import ChatMessage
-    from engine.errors import EngineError
-    from engine.hardware import take_snapshot
-    from engine.loaded_model import Engine
-    from engine.planner import LoadRequest, plan_load
-    from engine.requests import GREEDY, ChatRequest
-    from engine.tiny_models import write_tiny_text_model
+    from engine import (
+        GREEDY,
+        ChatMessage,
+        ChatRequest,
+        Engine,
+        EngineError,
+        LoadRequest,
+        inspect_model,
+        plan_load,
+        take_snapshot,
+        write_tiny_text_model,
+    )
 
     try:
         model_path = write_tiny_text_model(tmp / "self-test-tiny-llama.gguf")
@@ -106,7 +110,7 @@ def _self_test(tmp: Path) -> str:
 
 
 def _device_label(gpu_layers: int, snapshot: object) -> str:
-    from engine.hardware import DeviceType, HardwareSnapshot
+    from engine import DeviceType, HardwareSnapshot
 
     assert isinstance(snapshot, HardwareSnapshot)
     if gpu_layers > 0:

@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.chat import ChatMessage, Role
-from engine.errors import EngineError
+from engine import ChatMessage, EngineError, Role
 
 # --------------------------------------------------------------------------- errors
 

@@ -48,13 +48,40 @@ _EXPORTS = {
     "KvCacheType": "engine.planner",
     "plan_load": "engine.planner",
     "EngineError": "engine.errors",
+    # the child processes of the native self-check and the model check (`hearth --native-probe`, ...)
+    "run_native_probe_child": "engine.native_probe:child_main",
+    "run_model_check_child": "engine.model_check:child_main",
+    "run_engine_benchmarks": "engine.benchmark",
+    "speculation_benchmark": "engine.benchmark",
+    "ImageRejected": "engine.errors",
+    "DeviceType": "engine.hardware",
+    "TelemetrySample": "engine.hardware",
+    "describe_hardware": "engine.hardware:describe",
+    "to_jsonable": "engine.jsonable",
+    "LibraryEntry": "engine.library",
+    "ReportedMemory": "engine.llama_log",
+    "DecodedImage": "engine.multimodal",
+    "check_message_images": "engine.multimodal",
+    "load_image": "engine.multimodal",
+    "load_images": "engine.multimodal",
+    "DeviceMemory": "engine.planner",
+    "Verdict": "engine.planner",
+    "describe_plan": "engine.planner",
+    "Completed": "engine.requests",
+    "TextDelta": "engine.requests",
+    "SpeculationConfig": "engine.speculative",
+    "SpeculationMode": "engine.speculative",
+    "write_tiny_text_model": "engine.tiny_models",
+    "format_bytes": "engine.units",
+    "format_count": "engine.units",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    target = _EXPORTS.get(name)
+    if target is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    module, _, attr = target.partition(":")  # "module:attr" exports a name under another one
+    return getattr(importlib.import_module(module), attr or name)

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtGui import QImage
 
-from engine.chat import Role
-from engine.requests import StopReason
+from engine import Role, StopReason
 
 if TYPE_CHECKING:
-    from engine.requests import Completion
+    from engine import Completion
 
 MessageId = Hashable
 """Whatever the store uses (int row ids or uuids); widgets only compare and hash them."""

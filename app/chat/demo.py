@@ -17,8 +17,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QSplitter, QVBoxLayout, QWidget
 
 from app.chat.data import ConversationSummary, ImageThumb, MessageData, ReplyStats
-from engine.chat import Role
-from engine.requests import StopReason
+from engine import Role, StopReason
 
 SAMPLE_REPLY = """Sure — sort with `sorted()` and a **key function**:
 

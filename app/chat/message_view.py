@@ -67,8 +67,7 @@ from app.chat.markdown import (
     stable_prefix_end,
 )
 from app.chat.theme import ChatColors, markdown_style
-from engine.chat import Role
-from engine.requests import StopReason
+from engine import Role, StopReason
 
 # Layout, in logical pixels.
 COLUMN_MAX_WIDTH = 880  # long lines are hard to read; wide windows get margins instead

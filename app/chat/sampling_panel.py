@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.requests import SamplingParams
+from engine import SamplingParams
 
 MAX_SEED = 2**32 - 2  # llama.cpp takes a uint32 and reserves 0xFFFFFFFF for "random"
 SYSTEM_PROMPT_DEBOUNCE_MS = 400

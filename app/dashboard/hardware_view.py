@@ -19,10 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.dashboard.plots import Card
 from app.widgets.memory_bar import MemoryBar
-from engine.hardware import HardwareSnapshot
-from engine.llama_log import ReportedMemory
-from engine.planner import LoadPlan
-from engine.units import format_bytes
+from engine import HardwareSnapshot, LoadPlan, ReportedMemory, format_bytes
 
 NOTE_STYLE = "color: #b36b00;"  # amber that reads on light and dark backgrounds
 

@@ -21,8 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.dashboard.plots import Card, color_for
-from engine.requests import EngineStats
-from engine.units import format_count
+from engine import EngineStats, format_count
 
 STATE_TEXT = {
     "active": "Active",

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.hardware import TelemetrySample
-from engine.requests import EngineStats
+from engine import EngineStats, TelemetrySample
 
 NAN = float("nan")
 

@@ -21,7 +21,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QFrame, QGraphicsItem, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from app.dashboard.metrics import SeriesTable
-from engine.units import format_bytes, format_count
+from engine import format_bytes, format_count
 
 # Tableau 10: distinct in light and dark palettes, and the memory bar's first colours.
 COLORS = (

@@ -49,11 +49,15 @@ from app.dashboard.plots import (
     fmt_rate,
     fmt_watts,
 )
-from engine.hardware import DeviceType, HardwareSnapshot, TelemetrySample
-from engine.llama_log import ReportedMemory
-from engine.planner import LoadPlan
-from engine.requests import EngineStats
-from engine.units import format_count
+from engine import (
+    DeviceType,
+    EngineStats,
+    HardwareSnapshot,
+    LoadPlan,
+    ReportedMemory,
+    TelemetrySample,
+    format_count,
+)
 
 log = logging.getLogger("hearth.dashboard")
 
@@ -180,7 +184,7 @@ class DashboardView(QWidget):
         super().__init__(parent)
         self._owns_telemetry = telemetry is None
         if telemetry is None:
-            from engine.hardware import Telemetry
+            from engine import Telemetry
 
             telemetry = Telemetry()
         self.telemetry: TelemetrySource = telemetry

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from engine.hardware import HardwareSnapshot, describe
+from engine import HardwareSnapshot, describe_hardware
 
 
 class HardwarePanel(QWidget):
@@ -30,7 +30,7 @@ class HardwarePanel(QWidget):
         layout.addStretch(1)
 
     def set_snapshot(self, snapshot: HardwareSnapshot) -> None:
-        self.body.setText("\n".join(describe(snapshot)))
+        self.body.setText("\n".join(describe_hardware(snapshot)))
         note = snapshot.offload_note
         self.note.setText(note or "")
         self.note.setVisible(bool(note))

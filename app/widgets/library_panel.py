@@ -19,8 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.library_controller import LibraryController
-from engine.library import LibraryEntry
-from engine.units import format_bytes
+from engine import LibraryEntry, format_bytes
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1
 PATH_ROLE = Qt.ItemDataRole.UserRole + 2

@@ -7,7 +7,7 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QProgressBar, QWidget
 
-from engine.planner import LoadPhase
+from engine import LoadPhase
 
 PHASE_LABELS = {
     LoadPhase.VALIDATE: "Check the file",

@@ -8,8 +8,7 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from engine.planner import DeviceMemory
-from engine.units import format_bytes
+from engine import DeviceMemory, format_bytes
 
 
 @dataclass(frozen=True)

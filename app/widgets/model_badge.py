@@ -6,9 +6,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from app.model_session import SessionState
-from engine.planner import LoadPlan
-from engine.speculative import SpeculationConfig, SpeculationMode
-from engine.units import format_bytes
+from engine import LoadPlan, SpeculationConfig, SpeculationMode, format_bytes
 
 
 def describe_loaded(plan: LoadPlan, speculation: SpeculationConfig | None) -> str:

@@ -20,12 +20,19 @@ from PySide6.QtWidgets import (
 from app.presenters import model_facts
 from app.widgets.load_progress import LoadProgress
 from app.widgets.memory_bar import MemoryBar
-from engine.catalog import ModelInfo
-from engine.errors import EngineError
-from engine.hardware import HardwareSnapshot
-from engine.planner import KvCacheType, LoadPlan, LoadRequest, Verdict, plan_load
-from engine.speculative import SpeculationConfig, SpeculationMode
-from engine.units import format_bytes
+from engine import (
+    EngineError,
+    HardwareSnapshot,
+    KvCacheType,
+    LoadPlan,
+    LoadRequest,
+    ModelInfo,
+    SpeculationConfig,
+    SpeculationMode,
+    Verdict,
+    format_bytes,
+    plan_load,
+)
 
 VERDICT_COLORS = {
     Verdict.FITS: "#2ca02c",
