@@ -127,7 +127,7 @@ class Toolchain:
             for d in ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/wsl/lib", "usr/lib")
         )
         vulkan = (
-            (root / "usr/include/vulkan/vulkan.h").exists()
+            _vulkan_headers_new_enough(root / "usr/include/vulkan/vulkan_core.h")
             and any(
                 (root / d / "libvulkan.so").exists()
                 for d in ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib")
@@ -139,6 +139,15 @@ class Toolchain:
             )
         )
         return cls(nvcc=nvcc, nvidia_driver=driver, vulkan_sdk=vulkan, glslc=which("glslc") is not None)
+
+
+def _vulkan_headers_new_enough(core_header: Path) -> bool:
+    """ggml-vulkan uses VK_EXT_layer_settings (Vulkan 1.3.261+); Debian 12's headers (1.3.239)
+    lack it and the build fails deep in ggml-vulkan.cpp, so older headers count as none."""
+    try:
+        return "VkLayerSettingEXT" in core_header.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -426,7 +435,18 @@ def ensure(prefix: Path, python: str, env: Mapping[str, str] = os.environ, *, bu
     installed = any(prefix.glob("lib/python3*/site-packages/llama_cpp/__init__.py"))
     if stamp and stamp.get("key") == config.key and installed:
         return stamp
-    wheel = build_wheel(config, python, wheelhouse(env))
+    try:
+        wheel = build_wheel(config, python, wheelhouse(env))
+    except BuildError as exc:
+        if config.backend is Backend.CPU or env.get(BACKEND_ENV):
+            raise
+        # A GPU backend chosen for the user must not cost them a working install.
+        print(f"[native] the {config.backend.value} build failed ({exc}); building for the CPU instead")
+        config = plan_build({**env, BACKEND_ENV: Backend.CPU.value}, bundle=bundle)
+        stamp = read_stamp(prefix)
+        if stamp and stamp.get("key") == config.key and installed:
+            return stamp
+        wheel = build_wheel(config, python, wheelhouse(env))
     cmd = [
         python,
         "-m",

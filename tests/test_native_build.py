@@ -134,7 +134,9 @@ def test_toolchain_detection_from_a_fake_root(tmp_path: Path):
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev/nvidia0").touch()
     (tmp_path / "usr/include/vulkan").mkdir(parents=True)
-    (tmp_path / "usr/include/vulkan/vulkan.h").touch()
+    (tmp_path / "usr/include/vulkan/vulkan_core.h").write_text(
+        "typedef struct VkLayerSettingEXT {} VkLayerSettingEXT;"
+    )
     (tmp_path / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
     (tmp_path / "usr/lib/x86_64-linux-gnu/libvulkan.so").touch()
     (tmp_path / "usr/share/cmake/SPIRV-Headers").mkdir(parents=True)
@@ -142,6 +144,10 @@ def test_toolchain_detection_from_a_fake_root(tmp_path: Path):
     assert tools == Toolchain(nvcc=False, nvidia_driver=True, vulkan_sdk=True, glslc=True)
     assert Toolchain.detect(which=lambda name: None, root=tmp_path / "empty") == Toolchain()
     (tmp_path / "usr/share/cmake/SPIRV-Headers").rmdir()  # ggml-vulkan's CMake cannot configure without it
+    assert not Toolchain.detect(which=lambda name: None, root=tmp_path).vulkan_sdk
+    (tmp_path / "usr/share/cmake/SPIRV-Headers").mkdir()
+    # Debian 12's headers (1.3.239) lack VK_EXT_layer_settings, which ggml-vulkan uses
+    (tmp_path / "usr/include/vulkan/vulkan_core.h").write_text("#define VK_HEADER_VERSION 239")
     assert not Toolchain.detect(which=lambda name: None, root=tmp_path).vulkan_sdk
 
 
@@ -294,3 +300,24 @@ def test_files_added_to_a_wheel_are_in_its_record(tmp_path: Path) -> None:
     digest = base64.urlsafe_b64encode(hashlib.sha256(b"\x7fELF module").digest()).rstrip(b"=").decode()
     assert f"pkg/lib/libggml-cpu-haswell.so,sha256={digest},11" in record
     assert "pkg/__init__.py,,0" in record
+
+
+def test_a_failed_gpu_build_that_was_not_asked_for_falls_back_to_the_cpu(tmp_path, monkeypatch, capsys):
+    venv = FakeVenv(tmp_path, monkeypatch)
+    monkeypatch.setattr(
+        nb.Toolchain, "detect", classmethod(lambda cls: Toolchain(vulkan_sdk=True, glslc=True))
+    )
+    real = venv._run
+
+    def run(cmd, env=None, **kwargs):
+        if "wheel" in cmd and "GGML_VULKAN=ON" in env["CMAKE_ARGS"]:
+            return type("Done", (), {"returncode": 1})()
+        return real(cmd, env=env, **kwargs)
+
+    monkeypatch.setattr(nb.subprocess, "run", run)
+    stamp = venv.ensure()
+    assert stamp["backend"] == "cpu"
+    assert "the vulkan build failed" in capsys.readouterr().out
+    venv.env["HEARTH_BACKEND"] = "vulkan"  # asked for: the failure is the answer
+    with pytest.raises(BuildError, match="compiling"):
+        venv.ensure()
