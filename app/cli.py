@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.paths import AppPaths, resolve_paths
-from engine import EngineError
+from engine import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_TOKENS, EngineError, SamplingParams
 
 
 def _add_path_options(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="show whether a model fits this machine and how it would load")
     p.add_argument("file", type=Path)
-    p.add_argument("--ctx", type=int, default=4096, help="context per conversation (tokens)")
+    p.add_argument(
+        "--ctx",
+        type=int,
+        default=DEFAULT_CONTEXT_PER_CONVERSATION,
+        help="context per conversation (tokens)",
+    )
     p.add_argument("--parallel", type=int, default=1, help="conversations served at once")
     p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers")
     p.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
@@ -80,14 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=Path)
     p.add_argument("prompt", help="what to say (the user message)")
     p.add_argument("--system", default=None, help="system prompt")
-    p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--temp", type=float, default=0.8, help="temperature (0 = greedy)")
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.1)
+    sampling = SamplingParams()  # defaults from the engine's dataclasses: one source
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    p.add_argument("--temp", type=float, default=sampling.temperature, help="temperature (0 = greedy)")
+    p.add_argument("--top-k", type=int, default=sampling.top_k)
+    p.add_argument("--top-p", type=float, default=sampling.top_p)
+    p.add_argument("--min-p", type=float, default=sampling.min_p)
+    p.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--ctx", type=int, default=4096, help="context for the conversation (tokens)")
+    p.add_argument(
+        "--ctx",
+        type=int,
+        default=DEFAULT_CONTEXT_PER_CONVERSATION,
+        help="context for the conversation (tokens)",
+    )
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (needed for --image)")
     p.add_argument("--image", type=Path, action="append", default=[], help="image to ask about (repeatable)")

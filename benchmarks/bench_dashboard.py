@@ -30,7 +30,8 @@ from PySide6.QtWidgets import QApplication
 from app.dashboard import DashboardView
 from engine.benchmark import PROMPT, make_plan
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests import GREEDY, ChatRequest, RequestHandle
+from engine.requests import ChatRequest, RequestHandle
+from engine.sampling import GREEDY
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "dashboard.json"

@@ -125,7 +125,8 @@ def engine_ttft(repeats: int = 10) -> dict[str, float]:
     from engine.hardware import take_snapshot
     from engine.loaded_model import Engine
     from engine.planner import LoadRequest, plan_load
-    from engine.requests import GREEDY, ChatRequest
+    from engine.requests import ChatRequest
+    from engine.sampling import GREEDY
 
     folder = Path(tempfile.mkdtemp(prefix="hearth-mm-ttft-"))
     model_path = write_tiny_text_model(folder / "tiny.gguf", TinyTextSpec())

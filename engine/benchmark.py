@@ -23,7 +23,8 @@ from engine.loaded_model import Engine, LoadedModel
 from engine.native import ensure_backend
 from engine.native_batch import NativeBatch
 from engine.planner import LoadPlan, LoadRequest, plan_load
-from engine.requests import GREEDY, ChatRequest
+from engine.requests import ChatRequest
+from engine.sampling import GREEDY
 from engine.speculative import SpeculationConfig
 
 T = TypeVar("T")

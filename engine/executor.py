@@ -32,6 +32,7 @@ from engine.chat import (
     tokenize,
     tokenize_conversation,
 )
+from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, InvalidChatRequest, LoadFailed
 from engine.llama_log import (
     LogLevel,
@@ -201,7 +202,7 @@ class Executor(QThread):
         plan: LoadPlan,
         *,
         force: bool = False,
-        queue_capacity: int = 32,
+        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
         speculation: SpeculationConfig | None = None,
     ) -> None:
         super().__init__()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
+from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.executor import Executor, ExecutorState
 from engine.planner import LoadPlan
 from engine.requests import ChatRequest, EngineStats, RequestHandle
@@ -44,7 +45,7 @@ class LoadedModel(QObject):
         plan: LoadPlan,
         *,
         force: bool = False,
-        queue_capacity: int = 32,
+        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
         speculation: SpeculationConfig | None = None,
     ) -> None:
         super().__init__()
@@ -137,7 +138,7 @@ class Engine:
         plan: LoadPlan,
         *,
         force: bool = False,
-        queue_capacity: int = 32,
+        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
         speculation: SpeculationConfig | None = None,
     ) -> LoadedModel:
         """Start loading in the background; connect to the signals or ``wait_ready()``.

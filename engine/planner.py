@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engine.catalog import ModelInfo
+from engine.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_N_BATCH
 from engine.errors import EngineError
 from engine.hardware import GpuInfo, HardwareSnapshot
 from engine.units import format_bytes
@@ -39,7 +40,6 @@ GIB = 1024 * MIB
 CONTEXT_STEP = 256
 MIN_CONTEXT = 256
 MAX_PARALLEL = 256  # llama_max_parallel_sequences()
-DEFAULT_N_BATCH = 512
 DEFAULT_N_UBATCH = 512
 MAX_N_UBATCH = 8192
 F32 = 4
@@ -112,7 +112,7 @@ class InvalidLoadRequest(EngineError, ValueError):
 class LoadRequest:
     """What the user asks for. ``gpu_layers`` None means: as many as fit."""
 
-    context_per_conversation: int = 4096
+    context_per_conversation: int = DEFAULT_CONTEXT_PER_CONVERSATION
     parallel: int = 1
     gpu_layers: int | None = None
     kv_type: KvCacheType = KvCacheType.F16

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, Signal
 
 from engine.chat import ChatMessage, clean_text
+from engine.defaults import DEFAULT_MAX_TOKENS
 from engine.errors import EngineError, InvalidChatRequest
+from engine.sampling import SamplingParams
 
 
 class StopReason(enum.Enum):
@@ -21,38 +23,6 @@ class StopReason(enum.Enum):
     LENGTH = "length"
     CONTEXT_FULL = "context full"
     CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """Per-request sampling. Temperature 0 is greedy (penalties still apply)."""
-
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    repeat_last_n: int = 64
-    seed: int | None = None  # None: a fresh seed per request
-
-    def validate(self) -> None:
-        if not 0.0 <= self.temperature <= 5.0:
-            raise InvalidChatRequest(f"Temperature must be between 0 and 5, not {self.temperature}.")
-        if self.top_k < 0:
-            raise InvalidChatRequest(f"Top-k must be 0 (off) or more, not {self.top_k}.")
-        if not 0.0 < self.top_p <= 1.0:
-            raise InvalidChatRequest(f"Top-p must be above 0 and at most 1, not {self.top_p}.")
-        if not 0.0 <= self.min_p < 1.0:
-            raise InvalidChatRequest(f"Min-p must be at least 0 and below 1, not {self.min_p}.")
-        if not 0.0 < self.repeat_penalty <= 10.0:
-            raise InvalidChatRequest(
-                f"Repeat penalty must be above 0 and at most 10, not {self.repeat_penalty}."
-            )
-        if self.repeat_last_n < 0:
-            raise InvalidChatRequest("Repeat window must not be negative.")
-
-
-GREEDY = SamplingParams(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
 
 
 class PromptTooLong(EngineError):
@@ -73,8 +43,8 @@ class ChatRequest:
 
     messages: tuple[ChatMessage, ...] = ()
     prompt: str | None = None
-    sampling: SamplingParams = SamplingParams()
-    max_tokens: int = 512
+    sampling: SamplingParams = SamplingParams()  # noqa: RUF009 - a frozen value, safe to share
+    max_tokens: int = DEFAULT_MAX_TOKENS
     stop: tuple[str, ...] = ()
     cache: bool = True  # reuse and keep a cached prompt prefix
     ignore_eos: bool = False  # benchmarks: keep generating through end-of-generation tokens

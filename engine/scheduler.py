@@ -29,10 +29,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeAlias, TypeVar
 
-DEFAULT_N_BATCH = 512
+from engine.defaults import DEFAULT_N_BATCH, DEFAULT_QUEUE_CAPACITY
+
 DEFAULT_N_UBATCH = 512
 DEFAULT_PREFILL_QUANTUM = 512
-DEFAULT_COMMAND_QUEUE = 32
+DEFAULT_COMMAND_QUEUE = DEFAULT_QUEUE_CAPACITY  # the name the scheduler's rules use
 SIMILARITY_THRESHOLD = 0.1
 
 # Token runs are compared in blocks so the common case (long equal prefixes) runs as C

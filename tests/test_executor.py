@@ -17,18 +17,17 @@ from engine.errors import Cancelled, EngineError, InvalidChatRequest, LoadFailed
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
 from engine.requests import (
-    GREEDY,
     ChatRequest,
     Completed,
     DecodeFailed,
     Prefill,
     PromptTooLong,
     Queued,
-    SamplingParams,
     Started,
     StopReason,
     TextDelta,
 )
+from engine.sampling import GREEDY, SamplingParams
 from tests.conftest import SCRIPT_TEXT, plan_for
 
 TIMEOUT = 60

@@ -81,15 +81,22 @@ def pool_with(prefixes: list[PromptLayout | None]) -> SequencePool:
 # ------------------------------------------------------------------------ the module
 
 
-def test_scheduler_is_pure_imports_neither_llama_cpp_nor_qt_nor_numpy() -> None:
-    source = Path(scheduler.__file__).read_text(encoding="utf-8")
+def _imports(path: str) -> set[str]:
     imported: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(ast.parse(Path(path).read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
+            imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert imported <= {"__future__", "bisect", "collections", "dataclasses", "enum", "typing"}
+            imported.add(node.module)
+    return imported
+
+
+def test_scheduler_is_pure_imports_neither_llama_cpp_nor_qt_nor_numpy() -> None:
+    import engine.defaults
+
+    stdlib = {"__future__", "bisect", "collections", "collections.abc", "dataclasses", "enum", "typing"}
+    assert _imports(scheduler.__file__) <= stdlib | {"engine.defaults"}
+    assert _imports(engine.defaults.__file__) == set(), "the defaults the scheduler reads import nothing"
 
 
 def test_defaults_of_the_reference() -> None:

@@ -12,7 +12,8 @@ from engine.chat import ChatMessage
 from engine.errors import EngineError
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
-from engine.requests import GREEDY, ChatRequest, SamplingParams, StopReason, TextDelta
+from engine.requests import ChatRequest, StopReason, TextDelta
+from engine.sampling import GREEDY, SamplingParams
 from engine.speculative import DraftCostModel, SpeculationConfig, SpeculationMode
 from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.conftest import plan_for

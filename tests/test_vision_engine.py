@@ -16,7 +16,8 @@ from engine.hardware import take_snapshot
 from engine.loaded_model import Engine, LoadedModel
 from engine.multimodal import DecodedImage, ProjectorRuntime, load_image
 from engine.planner import LoadPhase, LoadRequest, plan_load
-from engine.requests import GREEDY, ChatRequest, Prefill, StopReason
+from engine.requests import ChatRequest, Prefill, StopReason
+from engine.sampling import GREEDY
 from engine.tiny_models import TinyProjectorSpec, write_tiny_projector
 from tests.conftest import plan_for
 

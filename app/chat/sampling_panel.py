@@ -23,9 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import SamplingParams
+from engine import DEFAULT_MAX_TOKENS, SamplingParams
 
 MAX_SEED = 2**32 - 2  # llama.cpp takes a uint32 and reserves 0xFFFFFFFF for "random"
+_ENGINE = SamplingParams()  # the defaults, from the engine: one source for the window and the CLI
 SYSTEM_PROMPT_DEBOUNCE_MS = 400
 
 
@@ -34,12 +35,12 @@ class SamplingSettings:
     """What one conversation asks of the model. ``seed`` None: a fresh one per reply."""
 
     system_prompt: str = ""
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    max_tokens: int = 2048
+    temperature: float = _ENGINE.temperature
+    top_p: float = _ENGINE.top_p
+    top_k: int = _ENGINE.top_k
+    min_p: float = _ENGINE.min_p
+    repeat_penalty: float = _ENGINE.repeat_penalty
+    max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int | None = None
 
     def to_params(self) -> SamplingParams:
@@ -79,7 +80,13 @@ class Preset(enum.Enum):
 # Only the sampling knobs: a preset never touches the system prompt, max tokens or seed.
 PRESET_VALUES: dict[Preset, dict[str, float | int]] = {
     Preset.PRECISE: {"temperature": 0.2, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1},
-    Preset.BALANCED: {"temperature": 0.7, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1},
+    Preset.BALANCED: {  # the engine's defaults
+        "temperature": _ENGINE.temperature,
+        "top_p": _ENGINE.top_p,
+        "top_k": _ENGINE.top_k,
+        "min_p": _ENGINE.min_p,
+        "repeat_penalty": _ENGINE.repeat_penalty,
+    },
     Preset.CREATIVE: {"temperature": 1.0, "top_p": 0.98, "top_k": 100, "min_p": 0.02, "repeat_penalty": 1.05},
     # Temperature 0 is greedy in the engine; the other filters then change nothing, so
     # they are set to "off" to say so.

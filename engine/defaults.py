@@ -1,0 +1,15 @@
+"""Hearth's defaults, one source each: the engine, the window and the CLI all read them here.
+
+Importing this costs nothing (no Qt, no llama.cpp, no numpy): the CLI builds its argument
+parser from it before it knows what it will run.
+"""
+
+# How long a reply may get: long enough for a worked answer with code, short enough that
+# a model stuck in a loop stops.
+DEFAULT_MAX_TOKENS = 2048
+# Tokens of context each conversation gets when a model is loaded.
+DEFAULT_CONTEXT_PER_CONVERSATION = 4096
+# Logical batch size (llama.cpp's n_batch): rows one llama_decode takes.
+DEFAULT_N_BATCH = 512
+# Requests that may wait for a free sequence before new ones are refused as overloaded.
+DEFAULT_QUEUE_CAPACITY = 32
