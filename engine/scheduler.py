@@ -2,12 +2,12 @@
 
 Pure and deterministic: plain data in, plain data out, no llama_cpp, no Qt, no numpy.
 The executor owns every native call; this module only decides *what* to run. The
-behaviour follows ``reference/scheduler-rules.md``; where Hearth deliberately differs
+behaviour follows ``docs/scheduler-rules.md``; where Hearth deliberately differs
 from the reference engine the docstring says so and why.
 
 How the executor is expected to drive it, one tick::
 
-    acq = pool.acquire_matching(layout)              # admission (FIFO from AdmissionQueue)
+    acq = pool.acquire_matching(layout)              # admission (the executor's FIFO)
     seq_rm(acq.sequence_id, acq.truncate_from, -1)   # drop KV past the reusable prefix
     progress[acq.sequence_id] = SequenceProgress.admit(acq.sequence_id, layout, acq.cached)
 
@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import enum
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Generic, TypeAlias, TypeVar
+from typing import TypeAlias
 
 from engine.defaults import DEFAULT_N_BATCH, DEFAULT_QUEUE_CAPACITY
 
@@ -35,10 +34,6 @@ DEFAULT_N_UBATCH = 512
 DEFAULT_PREFILL_QUANTUM = 512
 DEFAULT_COMMAND_QUEUE = DEFAULT_QUEUE_CAPACITY  # the name the scheduler's rules use
 SIMILARITY_THRESHOLD = 0.1
-
-# Token runs are compared in blocks so the common case (long equal prefixes) runs as C
-# tuple comparisons instead of a Python loop over every token.
-_COMPARE_BLOCK = 64
 
 
 # --------------------------------------------------------------------------- layouts
@@ -186,7 +181,7 @@ class PromptLayout:
         logical = native = 0
         for mine, theirs in zip(self.segments, other.segments, strict=False):
             if isinstance(mine, TextSegment) and isinstance(theirs, TextSegment):
-                same = _common_token_prefix(mine.tokens, theirs.tokens)
+                same = common_token_prefix(mine.tokens, theirs.tokens)
                 logical += same
                 native += same
                 # Normalisation means the next segment of either side is media or the
@@ -204,7 +199,7 @@ class PromptLayout:
         """True when a cache boundary may sit after ``n_logical`` tokens."""
         if not 0 <= n_logical <= self.logical_tokens:
             return False
-        index, offset = self._locate(n_logical)
+        index, offset = self.locate(n_logical)
         return offset == 0 or isinstance(self.segments[index], TextSegment)
 
     def boundary_at(self, n_logical: int, snap: MediaSnap = MediaSnap.REJECT) -> PromptBoundary:
@@ -213,7 +208,7 @@ class PromptLayout:
             raise ValueError(f"boundary {n_logical} outside a prompt of {self.logical_tokens} tokens")
         if n_logical == self.logical_tokens:
             return self.end
-        index, offset = self._locate(n_logical)
+        index, offset = self.locate(n_logical)
         start_logical, start_native = self._segment_start(index)
         if offset == 0:
             return PromptBoundary(start_logical, start_native)
@@ -235,7 +230,7 @@ class PromptLayout:
             raise ValueError(f"{boundary} is not a boundary of this layout")
         if boundary.logical_tokens == self.logical_tokens:
             return self
-        index, offset = self._locate(boundary.logical_tokens)
+        index, offset = self.locate(boundary.logical_tokens)
         head = self.segments[:index]
         if offset:
             segment = self.segments[index]
@@ -263,7 +258,7 @@ class PromptLayout:
             raise ValueError(f"{boundary} is not a boundary of this layout")
         if boundary.logical_tokens == self.logical_tokens:
             return ()
-        index, offset = self._locate(boundary.logical_tokens)
+        index, offset = self.locate(boundary.logical_tokens)
         items: list[PrefillItem] = []
         start = boundary
         for position in range(index, len(self.segments)):
@@ -276,7 +271,7 @@ class PromptLayout:
             start = PromptBoundary(self._ends_logical[position], self._ends_native[position])
         return tuple(items)
 
-    def _locate(self, n_logical: int) -> tuple[int, int]:
+    def locate(self, n_logical: int) -> tuple[int, int]:
         """(segment index, offset into it) of the token at ``n_logical`` (< total)."""
         index = bisect_right(self._ends_logical, n_logical)
         return index, n_logical - (self._ends_logical[index - 1] if index else 0)
@@ -320,16 +315,26 @@ def _normalise(segments: Iterable[PromptSegment]) -> tuple[PromptSegment, ...]:
     return tuple(result)
 
 
-def _common_token_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+def common_token_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share.
+
+    Slices are compared in C: the usual all-equal case is one comparison, and a difference
+    is found by halving (log n slice comparisons), never by a Python loop over tokens.
+    """
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:
+    x, y = a[:n], b[:n]
+    if type(x) is not type(y):  # a list never equals a tuple: compare like with like
+        y = type(x)(y)  # type: ignore[call-arg]
+    if x == y:
         return n
-    same = 0
-    while same + _COMPARE_BLOCK <= n and a[same : same + _COMPARE_BLOCK] == b[same : same + _COMPARE_BLOCK]:
-        same += _COMPARE_BLOCK
-    while a[same] == b[same]:  # a difference exists before n, so this stops in range
-        same += 1
-    return same
+    low, high = 0, n  # x[:low] == y[:low] and x[:high] != y[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if x[low:middle] == y[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 # ---------------------------------------------------------------------- sequence pool
@@ -804,7 +809,7 @@ class SequenceProgress:
     @property
     def phase(self) -> SequencePhase:
         if not self.prompt_done:
-            index, _ = self.prompt._locate(self.cursor.logical_tokens)
+            index, _ = self.prompt.locate(self.cursor.logical_tokens)
             if isinstance(self.prompt.segments[index], MediaSegment):
                 return SequencePhase.MEDIA
             return SequencePhase.PREFILL
@@ -814,7 +819,7 @@ class SequenceProgress:
         """The current text run (from the cursor) or media span; None once the prompt is in."""
         if self.prompt_done:
             return None
-        index, offset = self.prompt._locate(self.cursor.logical_tokens)
+        index, offset = self.prompt.locate(self.cursor.logical_tokens)
         segment = self.prompt.segments[index]
         if isinstance(segment, MediaSegment):
             return MediaItem(self.cursor, segment)
@@ -826,7 +831,7 @@ class SequenceProgress:
             return Candidate(self.sequence_id, WorkKind.DECODE, 1, len(self.drafts))
         if self.cursor.logical_tokens == self.prompt.logical_tokens:
             return None
-        index, offset = self.prompt._locate(self.cursor.logical_tokens)
+        index, offset = self.prompt.locate(self.cursor.logical_tokens)
         segment = self.prompt.segments[index]
         if isinstance(segment, MediaSegment):
             return Candidate(self.sequence_id, WorkKind.MEDIA, segment.logical_tokens)
@@ -1026,59 +1031,6 @@ class BatchCommit:
         self._state = CommitState.DISCARDED
 
 
-# ------------------------------------------------------------------------- admission
-
-T = TypeVar("T")
-
-
-class AdmissionQueue(Generic[T]):
-    """FIFO of requests waiting for a sequence.
-
-    A request is refused (``offer`` returns False; the executor raises ``Overloaded``)
-    when waiting plus active requests would exceed ``queue_capacity + sequences``.
-    """
-
-    __slots__ = ("_items", "limit")
-
-    def __init__(self, queue_capacity: int = DEFAULT_COMMAND_QUEUE, sequences: int = 0) -> None:
-        if queue_capacity < 0 or sequences < 0 or queue_capacity + sequences < 1:
-            raise ValueError(f"admission needs room for a request: {queue_capacity} + {sequences}")
-        self.limit = queue_capacity + sequences
-        self._items: deque[T] = deque()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self._items)
-
-    def offer(self, item: T, active: int = 0) -> bool:
-        """Queue ``item`` unless ``active`` running plus waiting requests fill the limit."""
-        if len(self._items) + active >= self.limit:
-            return False
-        self._items.append(item)
-        return True
-
-    def peek(self) -> T | None:
-        return self._items[0] if self._items else None
-
-    def pop(self) -> T | None:
-        return self._items.popleft() if self._items else None
-
-    def remove(self, item: T) -> bool:
-        """Drop a waiting request (cancelled before admission)."""
-        try:
-            self._items.remove(item)
-        except ValueError:
-            return False
-        return True
-
-    def drain(self) -> list[T]:
-        items = list(self._items)
-        self._items.clear()
-        return items
-
-
 __all__ = [
     "DEFAULT_COMMAND_QUEUE",
     "DEFAULT_N_BATCH",
@@ -1087,7 +1039,6 @@ __all__ = [
     "SIMILARITY_THRESHOLD",
     "ZERO_BOUNDARY",
     "Acquisition",
-    "AdmissionQueue",
     "BatchCommit",
     "BatchPlan",
     "BatchPlanner",
@@ -1116,4 +1067,5 @@ __all__ = [
     "TextRun",
     "TextSegment",
     "WorkKind",
+    "common_token_prefix",
 ]

@@ -49,6 +49,7 @@ import numpy as np
 from engine import catalog
 from engine.catalog import ModelInfo
 from engine.errors import Cancelled, EngineError, LoadFailed
+from engine.scheduler import common_token_prefix
 
 if TYPE_CHECKING:
     from engine.native_batch import NativeBatch
@@ -796,7 +797,7 @@ class DraftModel:
     def _trim_to_prefix(self, seq: int, tokens: Sequence[int]) -> Sequence[int]:
         """Drop the draft KV past its common prefix with ``tokens``; return what is missing."""
         kv = self._kv[seq]
-        same = _common_prefix(kv, tokens)
+        same = common_token_prefix(kv, tokens)
         if same < len(kv):
             self._truncate(seq, same)
             same = len(kv)  # 0 when the tail could not be removed alone
@@ -938,24 +939,6 @@ class DraftModel:
             return token, 1.0
         top = logits[token]
         return token, float(1.0 / np.exp(logits - top).sum())
-
-
-def _common_prefix(kv: list[int], tokens: Sequence[int]) -> int:
-    """Length of the common prefix; C-speed list comparison in the usual all-equal case."""
-    n = min(len(kv), len(tokens))
-    head = tokens[:n]
-    if not isinstance(head, list):
-        head = list(head)
-    if kv[:n] == head:
-        return n
-    low, high = 0, n  # kv[:low] == head[:low] and kv[:high] != head[:high]
-    while high - low > 1:
-        middle = (low + high) // 2
-        if kv[low:middle] == head[low:middle]:
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 __all__ = [

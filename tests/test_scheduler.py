@@ -1,4 +1,4 @@
-"""One test per rule of reference/scheduler-rules.md, plus property tests of the planner."""
+"""One test per rule of docs/scheduler-rules.md, plus property tests of the planner."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from engine.scheduler import (
     DEFAULT_PREFILL_QUANTUM,
     SIMILARITY_THRESHOLD,
     ZERO_BOUNDARY,
-    AdmissionQueue,
     BatchCommit,
     BatchPlan,
     BatchPlanner,
@@ -958,18 +957,16 @@ def test_property_ticking_prefills_every_prompt_exactly_once_in_order(
 # ------------------------------------------------------------------------- admission
 
 
-def test_admission_is_fifo_and_refuses_requests_beyond_queue_plus_sequences() -> None:
-    queue: AdmissionQueue[str] = AdmissionQueue(queue_capacity=2, sequences=2)
-    assert queue.limit == 4
-    assert queue.offer("a", active=2) and queue.offer("b", active=2)
-    assert not queue.offer("c", active=2)  # 2 running + 2 waiting: Overloaded
-    assert len(queue) == 2 and list(queue) == ["a", "b"]
-    assert queue.peek() == "a" and queue.pop() == "a"
-    assert queue.offer("c", active=2)
-    assert queue.remove("b") and not queue.remove("b")  # cancelled while queued
-    assert queue.drain() == ["c"] and queue.pop() is None and queue.peek() is None
-    default: AdmissionQueue[int] = AdmissionQueue()
-    assert default.limit == DEFAULT_COMMAND_QUEUE
-    assert sum(default.offer(i) for i in range(40)) == DEFAULT_COMMAND_QUEUE
-    with pytest.raises(ValueError):
-        AdmissionQueue(0, 0)
+@given(
+    st.lists(st.integers(0, 3), max_size=300),
+    st.lists(st.integers(0, 3), max_size=300),
+    st.booleans(),
+)
+def test_common_token_prefix_matches_a_plain_loop(a: list[int], b: list[int], as_tuple: bool) -> None:
+    from engine.scheduler import common_token_prefix
+
+    expected = 0
+    while expected < min(len(a), len(b)) and a[expected] == b[expected]:
+        expected += 1
+    assert common_token_prefix(tuple(a) if as_tuple else a, b) == expected  # list vs tuple too
+    assert common_token_prefix(a, a + b) == len(a)
