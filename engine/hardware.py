@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import platform
 import time
@@ -15,28 +14,11 @@ from typing import Protocol, TypeVar
 
 import psutil
 
+from engine import native
+from engine.devices import BackendDevice, DeviceType
 from engine.units import format_bytes
 
 _T = TypeVar("_T")
-
-
-class DeviceType(enum.Enum):
-    CPU = 0
-    GPU = 1
-    IGPU = 2
-    ACCEL = 3
-    META = 4  # ggml's wrapper over several devices for tensor parallelism (newer builds)
-
-
-@dataclass(frozen=True)
-class BackendDevice:
-    """A ggml backend device this llama.cpp build can use."""
-
-    name: str
-    description: str
-    type: DeviceType
-    memory_total: int
-    memory_free: int
 
 
 @dataclass(frozen=True)
@@ -301,7 +283,6 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
 
     ``nvml`` defaults to the real driver (``PynvmlSource``); tests pass a fake.
     """
-    from engine import native  # here, not at module top: native imports this module's dataclasses
 
     source = nvml if nvml is not None else PynvmlSource()
     error, _ = _nvml_errors()

@@ -18,8 +18,8 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
+from engine.devices import BackendDevice, DeviceType
 from engine.errors import LoadFailed, NativeBuildUnsafe
-from engine.hardware import BackendDevice, DeviceType
 
 # The only mutable module state in the engine: llama_backend_init must run exactly once per
 # process, and both the GUI thread and executor threads may be first to need it. A build
