@@ -34,6 +34,7 @@ _EXPORTS = {
     "StopReason": "engine.requests",
     "RequestHandle": "engine.requests",
     "EngineStats": "engine.requests",
+    "SlotState": "engine.requests",
     "ChatMessage": "engine.chat",
     "Role": "engine.chat",
     "ModelInfo": "engine.catalog",

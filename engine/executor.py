@@ -65,6 +65,7 @@ from engine.requests import (
     Queued,
     RequestHandle,
     SequenceStats,
+    SlotState,
     Started,
     StopReason,
     TextDelta,
@@ -80,6 +81,7 @@ from engine.scheduler import (
     PromptLayout,
     SequencePool,
     SequenceProgress,
+    SequenceState,
     StagedWork,
     TextSegment,
     WorkKind,
@@ -1140,15 +1142,15 @@ class Executor(QThread):
                 active = self._active.get(seq)
                 reused = info.reusable_tokens
                 if active is not None:
-                    state, owner = "active", self._owner(active)
+                    state, owner = SlotState.ACTIVE, self._owner(active)
                     reused = active.cached_tokens  # what this request took from the cache
-                elif info.state.value == "quarantined":
-                    state, owner = "quarantined", ""
+                elif info.state is SequenceState.QUARANTINED:
+                    state, owner = SlotState.QUARANTINED, ""
                 elif info.reusable_tokens:
                     # Whose conversation the cached prefix is: its next turn will reuse it.
-                    state, owner = "reusable", self._last_owner.get(seq, "")
+                    state, owner = SlotState.REUSABLE, self._last_owner.get(seq, "")
                 else:
-                    state, owner = "empty", ""
+                    state, owner = SlotState.EMPTY, ""
                 sequences.append(SequenceStats(seq, state, owner, max(cells, 0), reused))
         span = (self._rates[-1][0] - self._rates[0][0]) if len(self._rates) > 1 else 0.0
         decode = sum(r[1] for r in self._rates) / span if span > 0 else 0.0

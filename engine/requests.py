@@ -17,6 +17,15 @@ from engine.errors import EngineError, InvalidChatRequest
 from engine.sampling import SamplingParams
 
 
+class SlotState(enum.StrEnum):
+    """What a sequence (a slot of the context) holds, as the dashboard shows it."""
+
+    ACTIVE = "active"  # serving a request
+    REUSABLE = "reusable"  # a cached prefix, kept for its conversation's next turn
+    EMPTY = "empty"  # nothing
+    QUARANTINED = "quarantined"  # its KV could not be cleared; never handed out again
+
+
 class StopReason(enum.Enum):
     STOP_TOKEN = "stop token"
     STOP_STRING = "stop string"
@@ -236,7 +245,7 @@ class RequestHandle(QObject):
 @dataclass(frozen=True)
 class SequenceStats:
     sequence_id: int
-    state: str  # "active", "reusable", "empty", "quarantined"
+    state: SlotState
     owner: str  # the request's owner (a conversation id); for "reusable", the last one
     cells_used: int
     reusable_tokens: int  # cached prefix: kept for the next turn, or (active) reused by this one

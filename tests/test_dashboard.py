@@ -21,7 +21,7 @@ from app.dashboard import metrics as m
 from app.dashboard.plots import nice_ceiling
 from engine.hardware import GpuInfo, GpuSample, HardwareSnapshot, Telemetry, TelemetrySample
 from engine.llama_log import ReportedMemory
-from engine.requests import ChatRequest, EngineStats, SequenceStats
+from engine.requests import ChatRequest, EngineStats, SequenceStats, SlotState
 from tests.conftest import SCRIPT, plan_for
 
 GIB = 1024**3
@@ -259,7 +259,7 @@ def test_csv_has_every_series_and_skips_gaps(tmp_path: Path) -> None:
     history = MetricsHistory()
     telemetry = FakeTelemetry(gpus=1)
     history.add_telemetry(telemetry.sample())
-    seqs = (SequenceStats(0, "active", "chat-1", 40, 0), SequenceStats(1, "empty", "", 0, 0))
+    seqs = (SequenceStats(0, SlotState.ACTIVE, "chat-1", 40, 0), SequenceStats(1, SlotState.EMPTY, "", 0, 0))
     history.add_engine_stats(stats(seqs, hits=1, misses=1, active=1))
     history.mark_gap()
     history.mark_gap()  # a second mark adds nothing
@@ -296,16 +296,20 @@ def test_nice_ceiling() -> None:
 def test_kv_rows_remember_who_a_cached_sequence_belongs_to() -> None:
     last: dict[int, str] = {}
     names = {"chat-1": "Trip planning"}.get
-    active = stats((SequenceStats(0, "active", "chat-1", 40, 0), SequenceStats(1, "empty", "", 0, 0)))
+    active = stats(
+        (SequenceStats(0, SlotState.ACTIVE, "chat-1", 40, 0), SequenceStats(1, SlotState.EMPTY, "", 0, 0))
+    )
     rows = kv_rows(active, last, names)
     assert [(r.sequence_id, r.name, r.state) for r in rows] == [(0, "Trip planning", "active")]
-    cached = stats((SequenceStats(0, "reusable", "", 52, 52), SequenceStats(1, "active", "chat-9", 8, 0)))
+    cached = stats(
+        (SequenceStats(0, SlotState.REUSABLE, "", 52, 52), SequenceStats(1, SlotState.ACTIVE, "chat-9", 8, 0))
+    )
     rows = kv_rows(cached, last, names)
     assert [(r.name, r.state, r.reusable_tokens) for r in rows] == [
         ("Trip planning", "reusable", 52),
         ("chat-9", "active", 0),  # no name known: the id
     ]
-    freed = stats((SequenceStats(0, "empty", "", 0, 0),))
+    freed = stats((SequenceStats(0, SlotState.EMPTY, "", 0, 0),))
     assert kv_rows(freed, last, names) == () and 0 not in last
 
 
@@ -390,7 +394,7 @@ def test_sampling_stops_while_hidden(qtbot, view: DashboardView) -> None:
 
 
 def test_stats_are_requested_one_at_a_time_and_handled_on_the_gui_thread(qtbot, view: DashboardView) -> None:
-    model = FakeModel(stats((SequenceStats(0, "active", "chat-1", 40, 0),), active=1))
+    model = FakeModel(stats((SequenceStats(0, SlotState.ACTIVE, "chat-1", 40, 0),), active=1))
     seen: list[int] = []
     view.stats_received.connect(lambda _s: seen.append(threading.get_ident()))
     view.set_model(model)
@@ -472,7 +476,7 @@ def test_export_writes_csv_and_pngs(qtbot, view: DashboardView, tmp_path: Path) 
     view.show()
     for _ in range(3):
         view.sample_now()
-        view.record_stats(stats((SequenceStats(0, "active", "chat-1", 40, 0),), hits=1, active=1))
+        view.record_stats(stats((SequenceStats(0, SlotState.ACTIVE, "chat-1", 40, 0),), hits=1, active=1))
     result = view.export(tmp_path)
     assert result is not None and result.folder.parent == tmp_path
     with result.csv.open(newline="") as f:

@@ -23,6 +23,7 @@ from engine.requests import (
     Prefill,
     PromptTooLong,
     Queued,
+    SlotState,
     Started,
     StopReason,
     TextDelta,
@@ -376,7 +377,7 @@ def test_a_reply_without_cache_frees_its_cells(tiny: LoadedModel) -> None:
         TIMEOUT
     )
     stats = tiny.stats()
-    assert all(s.cells_used == 0 for s in stats.sequences if s.state == "empty"), stats.sequences
+    assert all(s.cells_used == 0 for s in stats.sequences if s.state is SlotState.EMPTY), stats.sequences
 
 
 def test_invalid_sampling_is_refused_before_queueing(tiny: LoadedModel) -> None:
@@ -398,7 +399,7 @@ def test_stats_show_who_holds_which_sequence(looping: LoadedModel) -> None:
         if isinstance(event, TextDelta):
             break
     stats = looping.stats()
-    owners = {s.owner: s for s in stats.sequences if s.state == "active"}
+    owners = {s.owner: s for s in stats.sequences if s.state is SlotState.ACTIVE}
     assert "chat-7" in owners and owners["chat-7"].cells_used > 0
     handle.cancel()
     handle.wait(TIMEOUT)
@@ -493,6 +494,6 @@ def test_stats_remember_whose_prefix_a_cached_sequence_holds(tiny: LoadedModel) 
     tiny.submit(ChatRequest(prompt="remember my owner", sampling=GREEDY, max_tokens=4, owner="chat-9")).wait(
         TIMEOUT
     )
-    reusable = [s for s in tiny.stats().sequences if s.state == "reusable"]
+    reusable = [s for s in tiny.stats().sequences if s.state is SlotState.REUSABLE]
     assert [s.owner for s in reusable] == ["chat-9"]
     assert reusable[0].reusable_tokens > 0

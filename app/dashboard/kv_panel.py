@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.dashboard.plots import Card, color_for
-from engine import EngineStats, format_count
+from engine import EngineStats, SlotState, format_count
 
 STATE_TEXT = {
     "active": "Active",
@@ -69,12 +69,12 @@ def kv_rows(stats: EngineStats, last_owner: dict[int, str], names: OwnerNames) -
     """
     rows = []
     for seq in sorted(stats.sequences, key=lambda s: s.sequence_id):
-        if seq.state == "empty":
+        if seq.state is SlotState.EMPTY:
             last_owner.pop(seq.sequence_id, None)
             continue
-        if seq.state == "active" and seq.owner:
+        if seq.state is SlotState.ACTIVE and seq.owner:
             last_owner[seq.sequence_id] = seq.owner
-        owner = seq.owner or (last_owner.get(seq.sequence_id, "") if seq.state == "reusable" else "")
+        owner = seq.owner or (last_owner.get(seq.sequence_id, "") if seq.state is SlotState.REUSABLE else "")
         name = (names(owner) or owner) if owner else "—"
         rows.append(
             KvRow(
@@ -254,8 +254,8 @@ class KvPanel(Card):
         )
         self.bar.set_usage(tuple((r.sequence_id, r.cells_used) for r in rows), stats.n_ctx)
         free = len(stats.sequences) - len(rows)
-        active = sum(r.state == "active" for r in rows)
-        cached = sum(r.state == "reusable" for r in rows)
+        active = sum(r.state is SlotState.ACTIVE for r in rows)
+        cached = sum(r.state is SlotState.REUSABLE for r in rows)
         self.note.setText(
             f"{active} active, {cached} cached, {free} free"
             + (f" · {stats.queue_depth} waiting for a sequence" if stats.queue_depth else "")
