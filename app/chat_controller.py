@@ -8,6 +8,7 @@ Several conversations can generate at once: each keeps its own request handle.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import time
 from collections import OrderedDict
@@ -59,6 +60,14 @@ _VIEW_STATE = {
 }
 
 
+class ReplyStage(enum.Enum):
+    """Where a reply is, as the conversation list shows it."""
+
+    WAITING = "waiting"
+    READING = "reading"  # the prompt is being evaluated
+    WRITING = "writing"
+
+
 @dataclass(eq=False)
 class _Stream:
     """One reply being generated."""
@@ -68,8 +77,13 @@ class _Stream:
     handle: RequestHandle | None
     text: str = ""  # everything shown so far (with a continued reply's earlier text)
     saved: str = ""
-    stage: str = "waiting"
+    stage: ReplyStage = ReplyStage.WAITING
+    read_percent: int = 0  # of the prompt, while READING
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def stage_text(self) -> str:
+        return f"reading {self.read_percent}%" if self.stage is ReplyStage.READING else self.stage.value
 
 
 def _title_from(text: str) -> str:
@@ -157,7 +171,7 @@ class ChatController(QObject):
     def refresh_list(self) -> None:
         self.conversations.set_conversations([self._summary(c) for c in self.store.list_conversations()])
         for conversation_id, stream in self._streams.items():
-            self.conversations.set_busy(conversation_id, True, stream.stage)
+            self.conversations.set_busy(conversation_id, True, stream.stage_text)
 
     def new_conversation(self) -> int:
         settings = self.sampling.settings()
@@ -391,15 +405,15 @@ class ChatController(QObject):
     def _on_prefill(
         self, stream: _Stream, done: int, total: int, cached: int, images_done: int, images: int
     ) -> None:
-        stream.stage = f"reading {100 * done // max(total, 1)}%"
-        self.conversations.set_busy(stream.conversation_id, True, stream.stage)
+        stream.stage, stream.read_percent = ReplyStage.READING, 100 * done // max(total, 1)
+        self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
         if stream.conversation_id == self.current_id:
             self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
 
     def _on_delta(self, stream: _Stream, text: str) -> None:
-        if stream.stage != "writing":
-            stream.stage = "writing"
-            self.conversations.set_busy(stream.conversation_id, True, stream.stage)
+        if stream.stage is not ReplyStage.WRITING:
+            stream.stage = ReplyStage.WRITING
+            self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
         stream.text += text
         if stream.conversation_id == self.current_id:
             self.view.append_delta(stream.message_id, text)
