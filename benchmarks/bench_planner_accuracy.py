@@ -3,7 +3,7 @@
 For the tiny test model, a wider tiny model (head size 64, so quantized KV caches work)
 and Gemma 3 270M (when its package is installed), each case plans a load, creates that
 exact context on the CPU and compares the plan with the buffer sizes llama.cpp logs.
-``tests/test_planner_accuracy.py`` asserts the same comparisons stay within 10%.
+``tests/integration/test_planner_accuracy.py`` asserts the same comparisons stay within 10%.
 
 Run: ``.venv/bin/python -m benchmarks.bench_planner_accuracy`` (prints a Markdown table,
 writes ``benchmarks/results/planner_accuracy.json``).

@@ -3,7 +3,7 @@
 The planner predicts what llama.cpp will allocate, buffer by buffer, from the GGUF header
 alone, and chooses the exact context parameters the executor passes to llama.cpp. The
 formulas follow llama.cpp (the vendored source of llama-cpp-python 0.3.36) and were
-calibrated against the buffer sizes llama.cpp logs; ``tests/test_planner_accuracy.py``
+calibrated against the buffer sizes llama.cpp logs; ``tests/integration/test_planner_accuracy.py``
 keeps them honest.
 
 What llama.cpp allocates, and how it is predicted here:

@@ -187,7 +187,7 @@ for _ in range(12):
 gc.collect()
 print((psutil.Process().memory_info().rss - before) / 2**20)
 """
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     grown = float(done.stdout.strip().splitlines()[-1])

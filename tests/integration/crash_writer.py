@@ -1,4 +1,4 @@
-"""Writes to a Hearth store the way the app does, until it is killed (tests/test_store_crash.py).
+"""Writes to a Hearth store the way the app does, until it is killed (tests/integration/test_store_crash.py).
 
     python tests/crash_writer.py DATABASE SEED
 
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.store import Message, MessageState, Store
 

@@ -13,7 +13,7 @@ import pytest
 
 from engine.catalog import inspect_model
 from engine.errors import InvalidModelFile
-from tests.test_catalog import write_gguf
+from tests.engine.test_catalog import write_gguf
 
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGING = REPO / "packaging"
 APP_ID = "io.hearth.Hearth"
 LLAMA_VERSION = importlib.metadata.version("llama-cpp-python")

@@ -15,7 +15,7 @@ from engine.llama_log import LogLevel, LogLine, most_specific_error
 from engine.requests import ChatRequest
 from tests.conftest import plan_for, rewrite_gguf
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_lone_surrogates_become_replacement_characters():

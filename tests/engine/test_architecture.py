@@ -8,7 +8,7 @@ from pathlib import Path
 
 import engine
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def engine_submodule_imports(root: Path, base: Path = REPO) -> list[str]:

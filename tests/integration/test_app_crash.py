@@ -25,7 +25,7 @@ import pytest
 
 from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.conftest import SCRIPT
-from tests.test_store_crash import check_database_after_kill
+from tests.integration.test_store_crash import check_database_after_kill
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 

@@ -13,7 +13,7 @@ import pytest
 from engine import native_probe
 from engine.errors import NativeBuildUnsafe
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def child(code: str) -> list[str]:
