@@ -11,7 +11,7 @@ import atexit
 import weakref
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject
 
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.executor import Executor, ExecutorState
@@ -31,14 +31,14 @@ def _unload_all() -> None:
 
 
 class LoadedModel(QObject):
-    """A model being loaded, serving, or unloaded. Signals mirror the load phases."""
+    """A model being loaded, serving, or unloaded.
 
-    phase_started = Signal(object)  # LoadPhase
-    phase_progress = Signal(object, float)  # LoadPhase, 0..1
-    phase_finished = Signal(object, float)  # LoadPhase, seconds
-    ready = Signal()
-    load_failed = Signal(object)  # EngineError
-    unloaded = Signal()
+    Its signals are the executor's own (declared once, in engine/executor.py), not relays:
+    ``phase_started(LoadPhase)``, ``phase_progress(LoadPhase, fraction)``,
+    ``phase_finished(LoadPhase, seconds)``, ``ready()``, ``load_failed(EngineError)``,
+    ``unloaded()``. They are emitted on the executor thread, so a receiver in the GUI thread
+    gets them queued, in its own thread.
+    """
 
     def __init__(
         self,
@@ -52,12 +52,12 @@ class LoadedModel(QObject):
         self.plan = plan
         self._executor = Executor(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
         ex = self._executor
-        ex.phase_started.connect(self.phase_started)
-        ex.phase_progress.connect(self.phase_progress)
-        ex.phase_finished.connect(self.phase_finished)
-        ex.ready.connect(self.ready)
-        ex.load_failed.connect(self.load_failed)
-        ex.unloaded.connect(self.unloaded)
+        self.phase_started = ex.phase_started
+        self.phase_progress = ex.phase_progress
+        self.phase_finished = ex.phase_finished
+        self.ready = ex.ready
+        self.load_failed = ex.load_failed
+        self.unloaded = ex.unloaded
 
     def start(self) -> LoadedModel:
         _live.add(self)
