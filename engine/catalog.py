@@ -1268,3 +1268,152 @@ __all__ = [
     "known_architectures",
     "split_part_paths",
 ]
+
+
+# ------------------------------------------------------------------------- token tables
+# A vocabulary as stored, for comparing two models' vocabularies (a draft model's with its
+# target's) without loading either.
+
+# gguf.TokenType: UNKNOWN, CONTROL, USER_DEFINED. Their strings are what chat templates and
+# stop handling match on, so two vocabularies that disagree about them differ where a turn ends.
+SPECIAL_TOKEN_TYPES = frozenset({2, 3, 4})
+
+_SPECIAL_ID_KEY = re.compile(r"^tokenizer\.ggml\.(\w+)_token_id$")
+_U64 = struct.Struct("<Q")
+_INT_TYPES = frozenset(
+    {
+        VT.UINT8,
+        VT.INT8,
+        VT.UINT16,
+        VT.INT16,
+        VT.UINT32,
+        VT.INT32,
+        VT.UINT64,
+        VT.INT64,
+    }
+)
+
+
+class TokenTable:
+    """A GGUF's token strings as stored (length-prefixed, back to back), plus token types.
+
+    Two files with byte-identical tables are compatible at once (one comparison); only
+    when they differ are token offsets walked, and only as far as a lookup needs.
+    """
+
+    __slots__ = ("_blob", "_offsets", "count", "path", "special_ids", "token_types")
+
+    def __init__(
+        self,
+        path: Path,
+        count: int,
+        blob: bytes,
+        token_types: np.ndarray | None,
+        special_ids: Mapping[str, int],
+    ) -> None:
+        self.path = path
+        self.count = count
+        self._blob = blob
+        self.token_types = token_types
+        self.special_ids = dict(special_ids)
+        self._offsets = [0]  # _offsets[i]: where token i's length field starts
+
+    def same_strings(self, other: TokenTable) -> bool:
+        return self.count == other.count and self._blob == other._blob
+
+    def token(self, i: int) -> bytes:
+        if not 0 <= i < self.count:
+            raise IndexError(f"token {i} outside a vocabulary of {self.count}")
+        offsets = self._offsets
+        blob = self._blob
+        while len(offsets) <= i + 1:
+            at = offsets[-1]
+            if at + 8 > len(blob):
+                raise _invalid(self.path, "corrupt vocabulary: a token runs past the token list")
+            end = at + 8 + _U64.unpack_from(blob, at)[0]
+            if end > len(blob):
+                raise _invalid(self.path, "corrupt vocabulary: a token runs past the token list")
+            offsets.append(end)
+        return blob[offsets[i] + 8 : offsets[i + 1]]
+
+    def special_tokens(self) -> frozenset[int]:
+        """Ids named by ``tokenizer.ggml.*_token_id`` and ids typed unknown/control/user-defined."""
+        ids = {i for i in self.special_ids.values() if 0 <= i < self.count}
+        if self.token_types is not None:
+            mask = np.isin(self.token_types, list(SPECIAL_TOKEN_TYPES))
+            ids.update(int(i) for i in np.flatnonzero(mask) if i < self.count)
+        return frozenset(ids)
+
+
+def read_token_table(path: Path | str) -> TokenTable:
+    """The vocabulary of a GGUF from its header only (never the tensor data).
+
+    Reuses the catalog's bounded reader, so a damaged header ends in ``InvalidModelFile``
+    rather than an unbounded allocation. ``gguf.GGUFReader`` is not used: it maps the file
+    and builds an object per token, seconds for a 262k vocabulary.
+    """
+    path = Path(path)
+    vt = VT
+    fh, size = _open(path)
+    with fh:
+        reader = _Reader(path, fh, size)
+        if size < 24:
+            raise reader.fail("truncated: the file ends inside its header")
+        at = reader.ensure(4, "magic")
+        if reader.buf[at : at + 4] != _MAGIC:
+            raise reader.fail("not a GGUF file")
+        reader.skip(4)
+        version = reader.u32("version")
+        if version not in (2, 3):
+            raise reader.fail(f"unsupported GGUF version {version}")
+        reader.u64("tensor count")
+        kv_count = reader.u64("key-value count")
+        if kv_count * 13 > reader.remaining:
+            raise reader.fail(reader.overrun(f"a count of {kv_count:,} key-value pairs", kv_count * 13))
+        span: tuple[int, int, int] | None = None
+        types: np.ndarray | None = None
+        special: dict[str, int] = {}
+        for _ in range(kv_count):
+            key = reader.string("metadata key")
+            vtype = reader.u32(f"type of '{key}'")
+            if vtype == vt.ARRAY:
+                item = reader.u32(f"item type of '{key}'")
+                count = reader.u64(f"length of '{key}'")
+                if item == vt.STRING:
+                    if count * 8 > reader.remaining:
+                        raise reader.fail(reader.overrun(f"array '{key}' of {count:,} strings", count * 8))
+                    start = reader.pos
+                    _scan_string_array(reader, key, count, check_duplicates=False)
+                    if key == _TOKENS_KEY:
+                        span = (start, reader.pos, count)
+                elif item in _SCALAR_FORMATS:
+                    n_bytes = count * _SCALAR_FORMATS[item].size
+                    if n_bytes > reader.remaining:
+                        raise reader.fail(reader.overrun(f"array '{key}' of {count:,} items", n_bytes))
+                    if key == _TOKEN_TYPE_KEY and item in _INT_TYPES:
+                        at = reader.ensure(n_bytes, f"items of '{key}'")
+                        raw = np.frombuffer(reader.buf, dtype=_NUMPY_TYPES[item], count=count, offset=at)
+                        types = raw.astype(np.int64)
+                    reader.skip(n_bytes)
+                else:
+                    raise reader.fail(f"corrupt metadata: array '{key}' has unsupported item type {item}")
+            elif vtype == vt.STRING:
+                reader.raw_string(f"value of '{key}'")
+            elif vtype in _SCALAR_FORMATS:
+                value = reader.scalar(vtype, f"value of '{key}'")
+                match = _SPECIAL_ID_KEY.match(key)
+                if match and vtype in _INT_TYPES:
+                    special[match.group(1)] = int(value)
+            else:
+                raise reader.fail(f"corrupt metadata: key '{key}' has unknown type {vtype}")
+        if span is None:
+            raise reader.fail("this model has no vocabulary (tokenizer.ggml.tokens)")
+        start, end, count = span
+        try:
+            fh.seek(start)
+            blob = _read_fully(fh, end - start)
+        except OSError as exc:
+            raise reader.fail(f"cannot read the file: {exc.strerror or exc}") from exc
+        if len(blob) != end - start:
+            raise reader.fail("truncated: the file got shorter while it was being read")
+    return TokenTable(path, count, blob, types, special)

@@ -33,6 +33,7 @@ from engine.chat import (
     tokenize_conversation,
 )
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
+from engine.draft_model import DraftModel, DraftRequest, check_draft_compatible
 from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, InvalidChatRequest, LoadFailed
 from engine.llama_log import (
     LogLevel,
@@ -89,12 +90,9 @@ from engine.scheduler import (
 from engine.speculative import (
     ACCEPTANCE_PRIOR,
     DraftCostModel,
-    DraftModel,
-    DraftRequest,
     LookupIndex,
     SpeculationConfig,
     SpeculationMode,
-    check_draft_compatible,
     draft_limit,
     next_draft_cap,
     relax_acceptance,

@@ -15,23 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import tiny_models
-from engine.catalog import inspect_model
+from engine.catalog import inspect_model, read_token_table
+from engine.draft_model import DraftModel, DraftRequest, IncompatibleDraft, check_draft_compatible
 from engine.errors import Cancelled, EngineError, InvalidModelFile
 from engine.planner import LlamaParams
 from engine.speculative import (
     AcceptedRun,
-    DraftModel,
-    DraftRequest,
-    IncompatibleDraft,
     InvalidSpeculation,
     LookupIndex,
     PromptLookup,
     SpeculationConfig,
     SpeculationMode,
     accept_run,
-    check_draft_compatible,
     draft_limit,
-    read_token_table,
     verify_rows,
 )
 from engine.tiny_models import TinyTextSpec, write_tiny_text_model
@@ -690,3 +686,19 @@ def test_slow_start_of_draft_length() -> None:
     assert next_draft_cap(8, drafted=8, accepted=8, max_draft=8) == 8
     assert next_draft_cap(8, drafted=8, accepted=3, max_draft=8) == 4
     assert next_draft_cap(8, drafted=8, accepted=0, max_draft=8) == 1
+
+
+def test_the_speculation_policy_is_pure() -> None:
+    """Like the scheduler: the policy imports neither llama_cpp nor Qt nor numpy."""
+    import ast
+
+    import engine.speculative as policy
+
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(Path(policy.__file__).read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    stdlib = {"__future__", "enum", "math", "collections.abc", "dataclasses", "pathlib", "typing"}
+    assert imported <= stdlib | {"engine.errors"}, imported - stdlib
