@@ -69,7 +69,7 @@ class ReplyStage(enum.Enum):
 
 
 @dataclass(eq=False)
-class _Stream:
+class _ReplyInFlight:
     """One reply being generated."""
 
     conversation_id: int
@@ -115,7 +115,7 @@ class ChatController(QObject):
         self.conversations = conversations
         self.sampling = sampling
         self.current_id: int | None = None
-        self._streams: dict[int, _Stream] = {}  # by conversation id
+        self._streams: dict[int, _ReplyInFlight] = {}  # by conversation id
         self._editing: int | None = None  # the user message being edited
         self._images: OrderedDict[str, DecodedImage] = OrderedDict()
         self._save_timer = QTimer(self)
@@ -340,7 +340,7 @@ class ChatController(QObject):
             assistant_prefix=resume.text if resume is not None else "",
         )
         reply = resume if resume is not None else self.store.begin_reply(conversation_id)
-        stream = _Stream(conversation_id, reply.id, None, text=reply.text, saved=reply.text)
+        stream = _ReplyInFlight(conversation_id, reply.id, None, text=reply.text, saved=reply.text)
 
         def connect(handle: RequestHandle) -> None:
             stream.handle = handle
@@ -398,19 +398,19 @@ class ChatController(QObject):
         """Keep a just-sent image decoded: the store names it by the sha256 of its bytes."""
         self._images[sha256] = image
 
-    def _on_queued(self, stream: _Stream, position: int) -> None:
+    def _on_queued(self, stream: _ReplyInFlight, position: int) -> None:
         if stream.conversation_id == self.current_id:
             self.view.set_queued(stream.message_id, position)
 
     def _on_prefill(
-        self, stream: _Stream, done: int, total: int, cached: int, images_done: int, images: int
+        self, stream: _ReplyInFlight, done: int, total: int, cached: int, images_done: int, images: int
     ) -> None:
         stream.stage, stream.read_percent = ReplyStage.READING, 100 * done // max(total, 1)
         self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
         if stream.conversation_id == self.current_id:
             self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
 
-    def _on_delta(self, stream: _Stream, text: str) -> None:
+    def _on_delta(self, stream: _ReplyInFlight, text: str) -> None:
         if stream.stage is not ReplyStage.WRITING:
             stream.stage = ReplyStage.WRITING
             self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
@@ -418,7 +418,7 @@ class ChatController(QObject):
         if stream.conversation_id == self.current_id:
             self.view.append_delta(stream.message_id, text)
 
-    def _on_completed(self, stream: _Stream, completion: Completion) -> None:
+    def _on_completed(self, stream: _ReplyInFlight, completion: Completion) -> None:
         stats = ReplyStats.from_completion(completion)
         cancelled = completion.stop_reason is StopReason.CANCELLED
         self.store.finish_reply(
@@ -432,12 +432,12 @@ class ChatController(QObject):
         )
         self._end(stream, MessageState.CANCELLED if cancelled else MessageState.DONE, stats=stats)
 
-    def _on_failed(self, stream: _Stream, error: EngineError) -> None:
+    def _on_failed(self, stream: _ReplyInFlight, error: EngineError) -> None:
         self.store.finish_reply(stream.message_id, stream.text, StoredState.FAILED, error=error.message)
         self._end(stream, MessageState.FAILED, error=error.message)
 
     def _end(
-        self, stream: _Stream, state: MessageState, stats: ReplyStats | None = None, error: str = ""
+        self, stream: _ReplyInFlight, state: MessageState, stats: ReplyStats | None = None, error: str = ""
     ) -> None:
         self._streams.pop(stream.conversation_id, None)
         self.conversations.set_busy(stream.conversation_id, False)

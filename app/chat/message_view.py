@@ -155,7 +155,7 @@ class _Segment:
 
 
 @dataclass(eq=False)
-class _Stream:
+class _StreamingRender:
     """A reply being streamed, rendered in pieces: finished blocks are frozen into
     segments of at least SEGMENT_CHARS that are never rendered or laid out again; only
     the tail (the rest, still growing) is, so each update costs the same however long the
@@ -236,7 +236,7 @@ class MessageView(QAbstractScrollArea):
 
         self._html_cache: OrderedDict[tuple[object, ...], RenderedMarkdown] = OrderedDict()
         self._docs: OrderedDict[MessageId, _Doc] = OrderedDict()
-        self._streams: dict[MessageId, _Stream] = {}
+        self._streams: dict[MessageId, _StreamingRender] = {}
         self._scratch = QTextDocument()  # measuring rows that are not on screen
         self._thumbs: OrderedDict[tuple[MessageId, int], tuple[ImageThumb, QPixmap]] = OrderedDict()
         self._progress: dict[MessageId, PrefillProgress] = {}
@@ -549,7 +549,7 @@ class MessageView(QAbstractScrollArea):
         self._docs.clear()
         # Streaming replies start over in the new style from their next update.
         for message_id in list(self._streams):
-            self._streams[message_id] = _Stream()
+            self._streams[message_id] = _StreamingRender()
             i = self._index.get(message_id)
             if i is not None:
                 self._render_stream(self._rows[i], self._streams[message_id])
@@ -866,7 +866,7 @@ class MessageView(QAbstractScrollArea):
                 self._apply_pending(row)
                 touched = True
                 if row.data.state is MessageState.STREAMING and row.data.role is not Role.USER:
-                    stream = self._streams.setdefault(row.data.id, _Stream())
+                    stream = self._streams.setdefault(row.data.id, _StreamingRender())
                     self._render_stream(row, stream)
         if not touched:
             return
@@ -877,7 +877,7 @@ class MessageView(QAbstractScrollArea):
         interval = int(min(MAX_STREAM_INTERVAL_MS, max(STREAM_INTERVAL_MS, 4 * cost_ms)))
         self._stream_timer.setInterval(interval)
 
-    def _render_stream(self, row: _Row, stream: _Stream) -> None:
+    def _render_stream(self, row: _Row, stream: _StreamingRender) -> None:
         """Bring a streaming reply's pieces up to date with its text: freeze finished
         blocks once there are enough of them, then render the tail again."""
         text = row.text
