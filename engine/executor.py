@@ -16,25 +16,20 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
 from engine.catalog import inspect_model, model_identity
 from engine.chat import (
-    ChatMessage,
     ChatTemplate,
-    RenderedPrompt,
     TextStream,
-    split_conversation,
     token_to_piece,
-    tokenize,
-    tokenize_conversation,
 )
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.draft_model import DraftModel, DraftRequest, check_draft_compatible
-from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, InvalidChatRequest, LoadFailed
+from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, LoadFailed
 from engine.llama_log import (
     LogLevel,
     ReportedMemory,
@@ -44,16 +39,15 @@ from engine.llama_log import (
 )
 from engine.model_check import require_loadable
 from engine.multimodal import (
-    DecodedImage,
     ImageEvalFailed,
     ProjectorRuntime,
     TokenizedPrompt,
     check_fits,
-    check_message_images,
 )
 from engine.native import release_freed_memory, require_backend
 from engine.native_batch import NativeBatch
 from engine.planner import KvCacheType, LoadPhase, LoadPlan
+from engine.prompt_builder import PromptBuilder
 from engine.requests import (
     ChatRequest,
     Completed,
@@ -78,7 +72,6 @@ from engine.scheduler import (
     ZERO_BOUNDARY,
     BatchCommit,
     BatchPlanner,
-    MediaSegment,
     PromptLayout,
     SequencePool,
     SequenceProgress,
@@ -242,6 +235,7 @@ class Executor(QThread):
         self._logit_rows: dict[int, range] = {}
         self._pool: SequencePool | None = None
         self._planner = BatchPlanner()
+        self._prompts: PromptBuilder | None = None  # once the model is loaded
         # Sequences of a batch llama_decode failed: each runs alone until it passes or fails.
         self._suspects: collections.deque[int] = collections.deque()
         self.n_ctx = 0
@@ -374,10 +368,23 @@ class Executor(QThread):
             LoadPhase.PROJECTOR: self._load_projector,
             LoadPhase.DRAFT: self._load_draft,
             LoadPhase.WARMUP: self._warm_up,
-            LoadPhase.READY: lambda: None,
+            LoadPhase.READY: self._ready_to_serve,
         }
         for phase in self.plan.phases:
             self._phase(phase, steps[phase])
+
+    def _ready_to_serve(self) -> None:
+        assert self._template is not None
+        self._prompts = PromptBuilder(
+            vocab=self._vocab,
+            template=self._template,
+            n_vocab=self._n_vocab,
+            model_identity=self.model_identity,
+            n_batch=self.n_batch,
+            n_ubatch=self.plan.params.n_ubatch,
+            projector=self._projector,
+            has_vision=self.has_vision,
+        )
 
     def _validate(self) -> None:
         plan = self.plan
@@ -549,6 +556,7 @@ class Executor(QThread):
         if self._model:
             ll.llama_model_free(self._model)
         self._ctx = self._model = self._mem = self._vocab = None
+        self._prompts = None
         self._batch = None
         self._progress_cb = None
         release_freed_memory()
@@ -632,7 +640,8 @@ class Executor(QThread):
             media: tuple[TokenizedPrompt, ...] = ()
             try:
                 try:
-                    layout, stops, media = self._prompt_layout(request)
+                    assert self._prompts is not None
+                    layout, stops, media = self._prompts.build(request)
                 except EngineError:
                     raise
                 except Exception as exc:  # a bug must cost one request, not the engine
@@ -695,112 +704,9 @@ class Executor(QThread):
             self._active[seq] = active
             self._publish_prefill(active, now, force=True)
 
-    def _prompt_layout(
-        self, request: ChatRequest
-    ) -> tuple[PromptLayout, tuple[str, ...], tuple[TokenizedPrompt, ...]]:
-        """The request's prompt as text and media segments, its stop strings, and the
-        tokenized image prompts whose chunks it holds (released when it ends)."""
-        import llama_cpp as ll
-
-        assert self._template is not None
-        if request.prompt is not None:
-            tokens = tokenize(self._vocab, request.prompt, add_special=True, parse_special=True)
-            layout = PromptLayout.from_tokens(tokens)
-            stops = request.stop
-            media: tuple[TokenizedPrompt, ...] = ()
-        elif any(m.images for m in request.messages):
-            layout, rendered, media = self._image_prompt(request)
-            stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
-        else:
-            tokens, rendered = tokenize_conversation(
-                self._vocab, self._template, self._own_tokens(request.messages)
-            )
-            layout = PromptLayout.from_tokens(tokens)
-            stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
-            media = ()
-        if request.assistant_prefix and request.prompt is None:
-            # The user's text, not template syntax: special tokens are not parsed in it.
-            prefix = tokenize(self._vocab, request.assistant_prefix, add_special=False, parse_special=False)
-            layout = layout.extend(prefix)
-        if not layout.logical_tokens:
-            bos = ll.llama_vocab_bos(self._vocab)
-            layout = PromptLayout.from_tokens([bos if bos >= 0 else 0])
-        self._check_token_ids(layout)
-        return layout, stops, media
-
-    def _check_token_ids(self, layout: PromptLayout) -> None:
-        """Refuse ids outside the vocabulary before they reach a batch: llama_decode would
-        fail the whole batch, everyone's, for one request's bad id."""
-        for segment in layout.segments:
-            if isinstance(segment, TextSegment) and segment.tokens:
-                lo, hi = min(segment.tokens), max(segment.tokens)
-                if lo < 0 or hi >= self._n_vocab:
-                    bad = lo if lo < 0 else hi
-                    raise InvalidChatRequest(
-                        f"The prompt holds token id {bad}, which this model does not have "
-                        f"(its vocabulary has {self._n_vocab:,} tokens)."
-                    )
-
-    def _own_tokens(self, messages: tuple[ChatMessage, ...]) -> tuple[ChatMessage, ...]:
-        """Messages with reply ids only where this model made them; the others re-tokenize."""
-        if all(not m.tokens or m.tokens_model == self.model_identity for m in messages):
-            return messages
-        return tuple(
-            m
-            if not m.tokens or m.tokens_model == self.model_identity
-            else replace(m, tokens=(), tokens_model="")
-            for m in messages
-        )
-
-    def _image_prompt(
-        self, request: ChatRequest
-    ) -> tuple[PromptLayout, RenderedPrompt, tuple[TokenizedPrompt, ...]]:
-        import llama_cpp as ll
-
-        assert self._template is not None
-        if self._projector is None or not self.has_vision:
-            raise ImageRejected("This model has no vision projector loaded: load one to send images.")
-        images: list[DecodedImage] = []
-        for message in request.messages:
-            check_message_images(message.images)
-            for image in message.images:
-                if not isinstance(image, DecodedImage):
-                    raise ImageRejected("An image in this conversation could not be read.")
-                images.append(image)
-        split = split_conversation(self._template, self._own_tokens(request.messages))
-        marker = self._projector.marker
-        bos = ll.llama_vocab_bos(self._vocab)
-        wants_bos = not split.rendered.adds_bos and bos >= 0 and ll.llama_vocab_get_add_bos(self._vocab)
-        segments: list[TextSegment | MediaSegment] = []
-        prompts: list[TokenizedPrompt] = []
-        taken = 0
-        try:
-            for index, piece in enumerate(split.pieces):
-                count = piece.count(marker)
-                tokenized = self._projector.tokenize(
-                    piece,
-                    images[taken : taken + count],
-                    bos_token=bos if (index == 0 and wants_bos) else None,
-                )
-                taken += count
-                prompts.append(tokenized)
-                segments.extend(tokenized.layout.segments)
-                if index < len(split.replies):
-                    segments.append(TextSegment(tuple(split.replies[index])))
-            layout = PromptLayout(tuple(segments))
-            if layout.segments and isinstance(layout.segments[-1], MediaSegment):
-                raise ImageRejected("An image must be followed by some text.")
-            for tokenized in prompts:
-                self._projector.check_batch_limits(tokenized, self.n_batch, self.plan.params.n_ubatch)
-        except BaseException:
-            self._release_media(tuple(prompts))
-            raise
-        return layout, split.rendered, tuple(prompts)
-
     def _release_media(self, media: tuple[TokenizedPrompt, ...]) -> None:
-        if self._projector is not None:
-            for tokenized in media:
-                self._projector.release_prompt(tokenized)
+        if self._prompts is not None:
+            self._prompts.release(media)
 
     # -- sampling ------------------------------------------------------------------
 
