@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 from engine.catalog import inspect_model
 from engine.chat import ChatMessage
-from engine.executor import GGML_TYPES
 from engine.hardware import take_snapshot
 from engine.loaded_model import Engine, LoadedModel
 from engine.native import ensure_backend
 from engine.native_batch import NativeBatch
+from engine.native_context import context_params
 from engine.planner import LoadPlan, LoadRequest, plan_load
 from engine.requests import ChatRequest
 from engine.sampling import GREEDY
@@ -93,17 +93,7 @@ class BareContext:
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = p.n_gpu_layers
         self.model = ll.llama_model_load_from_file(str(plan.model.path).encode(), mparams)
-        cparams = ll.llama_context_default_params()
-        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = p.n_ctx, p.n_batch, p.n_ubatch
-        cparams.n_seq_max, cparams.n_threads, cparams.n_threads_batch = (
-            p.n_seq_max,
-            p.n_threads,
-            p.n_threads_batch,
-        )
-        cparams.type_k, cparams.type_v = GGML_TYPES[p.type_k], GGML_TYPES[p.type_v]
-        cparams.flash_attn_type = 1 if p.flash_attn else -1
-        cparams.swa_full, cparams.kv_unified, cparams.no_perf = p.swa_full, p.kv_unified, True
-        self.ctx = ll.llama_init_from_model(self.model, cparams)
+        self.ctx = ll.llama_init_from_model(self.model, context_params(ll, p))
         self.vocab = ll.llama_model_get_vocab(self.model)
         self.batch = NativeBatch(p.n_batch)
 
@@ -160,7 +150,7 @@ def llama_cpp_python_tokens_per_second(plan: LoadPlan, prompt: str, n_tokens: in
     p = plan.params
     llm = Llama(
         model_path=str(plan.model.path),
-        n_ctx=p.n_ctx // p.n_seq_max,
+        n_ctx=p.n_ctx_seq,
         n_batch=p.n_batch,
         n_ubatch=p.n_ubatch,
         n_threads=p.n_threads,

@@ -14,6 +14,8 @@ import numpy as np
 
 from engine.catalog import ModelInfo, inspect_model, read_token_table
 from engine.errors import Cancelled, EngineError, LoadFailed
+from engine.native_context import context_params
+from engine.planner import cells_per_sequence
 from engine.scheduler import common_token_prefix
 
 if TYPE_CHECKING:
@@ -220,20 +222,8 @@ class DraftModel:
                     f"The draft model {path.name} has {n_vocab} tokens, the model {target.vocab_size}."
                 )
             n_seq = max(1, params.n_seq_max)
-            n_ctx_seq = params.n_ctx if params.kv_unified else params.n_ctx_seq
-            cparams = ll.llama_context_default_params()
-            cparams.n_ctx = n_ctx_seq * n_seq
-            cparams.n_batch = params.n_batch
-            cparams.n_ubatch = params.n_ubatch
-            cparams.n_seq_max = n_seq
-            cparams.n_threads = params.n_threads
-            cparams.n_threads_batch = params.n_threads_batch
-            cparams.type_k = params.type_k.ggml_type
-            cparams.type_v = params.type_v.ggml_type
-            cparams.flash_attn_type = params.flash_attn_type
-            cparams.swa_full = params.swa_full
-            cparams.kv_unified = False
-            cparams.no_perf = True
+            n_ctx_seq = cells_per_sequence(params.n_ctx, n_seq, params.kv_unified)
+            cparams = context_params(ll, params, n_ctx=n_ctx_seq * n_seq, kv_unified=False)
             ctx = ll.llama_init_from_model(model, cparams)
             if not ctx:
                 raise LoadFailed(
@@ -245,7 +235,7 @@ class DraftModel:
                 ctx,
                 path=path,
                 n_seq=int(ll.llama_n_seq_max(ctx)),
-                n_ctx_seq=int(ll.llama_n_ctx(ctx)) // n_seq,
+                n_ctx_seq=cells_per_sequence(int(ll.llama_n_ctx(ctx)), n_seq, kv_unified=False),
                 n_batch=min(int(ll.llama_n_batch(ctx)), params.n_batch),
                 p_min=p_min,
             )

@@ -16,11 +16,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
+from engine.active_request import ActiveRequest
 from engine.catalog import inspect_model, model_identity
 from engine.chat import (
     ChatTemplate,
@@ -46,7 +47,8 @@ from engine.multimodal import (
 )
 from engine.native import release_freed_memory, require_backend
 from engine.native_batch import NativeBatch
-from engine.planner import KvCacheType, LoadPhase, LoadPlan
+from engine.native_context import context_params
+from engine.planner import LoadPhase, LoadPlan, cells_per_sequence
 from engine.prompt_builder import PromptBuilder
 from engine.requests import (
     ChatRequest,
@@ -81,7 +83,6 @@ from engine.scheduler import (
     WorkKind,
 )
 from engine.speculative import (
-    ACCEPTANCE_PRIOR,
     DraftCostModel,
     LookupIndex,
     SpeculationConfig,
@@ -99,8 +100,6 @@ DELTA_INTERVAL = 1.0 / 30.0  # at most ~30 text updates a second per request
 PREFILL_EVENT_INTERVAL = 0.1
 IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
 RATE_WINDOW = 3.0  # seconds of history behind "recent tokens/s"
-
-GGML_TYPES = {KvCacheType.F16: 1, KvCacheType.Q4_0: 2, KvCacheType.Q8_0: 8}
 
 
 class ExecutorState(enum.Enum):
@@ -134,43 +133,6 @@ class _Unload:
 
 
 # -- per-request state (executor thread only) ------------------------------------------
-
-
-@dataclass(eq=False)
-class _Active:
-    handle: RequestHandle
-    progress: SequenceProgress
-    chain: Any
-    stream: TextStream
-    prompt_tokens: int
-    cached_tokens: int
-    t_submit: float
-    t_admit: float
-    t_prefill_done: float = 0.0
-    t_first_token: float = 0.0
-    t_last_prefill_event: float = 0.0
-    t_last_flush: float = 0.0
-    pending_text: list[str] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    cancelled: bool = False
-    media: tuple[TokenizedPrompt, ...] = ()  # image chunks this request may evaluate
-    prompt_ids: tuple[int, ...] | None = None  # text-only prompts: the ids (for the draft model)
-    speculate: bool = False
-    lookup: LookupIndex | None = None
-    in_flight: tuple[int, ...] = ()  # drafts decoded in the last batch, to verify
-    accept_p: float = ACCEPTANCE_PRIOR  # estimated chance that the next draft is accepted
-    draft_cap: int = 2  # slow start: how many drafts the next verification may have
-    drafted: int = 0
-    accepted: int = 0
-
-    @property
-    def request(self) -> ChatRequest:
-        return self.handle.request
-
-    @property
-    def sequence_id(self) -> int:
-        return self.progress.sequence_id
 
 
 @dataclass(eq=False)
@@ -231,7 +193,7 @@ class Executor(QThread):
         self._cost_model: DraftCostModel | None = None
         self._last_owner: dict[int, str] = {}  # who last used each sequence (stats)
         self._waiting: collections.deque[_Waiting] = collections.deque()
-        self._active: dict[int, _Active] = {}  # by sequence id
+        self._active: dict[int, ActiveRequest] = {}  # by sequence id
         self._logit_rows: dict[int, range] = {}
         self._pool: SequencePool | None = None
         self._planner = BatchPlanner()
@@ -434,20 +396,7 @@ class Executor(QThread):
         import llama_cpp as ll
 
         p = self.plan.params
-        params = ll.llama_context_default_params()
-        params.n_ctx = p.n_ctx
-        params.n_batch = p.n_batch
-        params.n_ubatch = p.n_ubatch
-        params.n_seq_max = p.n_seq_max
-        params.n_threads = p.n_threads
-        params.n_threads_batch = p.n_threads_batch
-        params.type_k = GGML_TYPES[p.type_k]
-        params.type_v = GGML_TYPES[p.type_v]
-        params.flash_attn_type = 1 if p.flash_attn else -1
-        params.swa_full = p.swa_full
-        params.kv_unified = p.kv_unified
-        params.no_perf = True
-        ctx = ll.llama_init_from_model(self._model, params)
+        ctx = ll.llama_init_from_model(self._model, context_params(ll, p))
         if not ctx:
             raise LoadFailed(
                 "llama.cpp could not create the context: not enough memory for "
@@ -458,7 +407,7 @@ class Executor(QThread):
         self.n_ctx = ll.llama_n_ctx(ctx)
         self.n_seq = ll.llama_n_seq_max(ctx)
         self.n_batch = min(ll.llama_n_batch(ctx), p.n_batch)
-        self.n_ctx_seq = self.n_ctx if p.kv_unified else self.n_ctx // self.n_seq
+        self.n_ctx_seq = cells_per_sequence(self.n_ctx, self.n_seq, p.kv_unified)
         self._batch = NativeBatch(self.n_batch)
         self._pool = SequencePool(self.n_seq)
 
@@ -686,7 +635,7 @@ class Executor(QThread):
                 lookup = LookupIndex(spec.ngram_min, spec.ngram_max, _text_tokens(layout))
             elif speculate and (self._draft is None or prompt_ids is None):
                 speculate = False  # a draft model cannot follow image prompts
-            active = _Active(
+            active = ActiveRequest(
                 handle=waiting.handle,
                 progress=SequenceProgress.admit(seq, layout, cached),
                 chain=build_chain(self._vocab, request.sampling),
@@ -717,7 +666,7 @@ class Executor(QThread):
             return
         rows, self._logit_rows = self._logit_rows, {}
         now = time.perf_counter()
-        pending: dict[int, tuple[_Active, tuple[int, ...]]] = {}
+        pending: dict[int, tuple[ActiveRequest, tuple[int, ...]]] = {}
         for seq, logit_rows in rows.items():
             active = self._active.get(seq)
             if active is None or active.cancelled:
@@ -753,7 +702,7 @@ class Executor(QThread):
         if pending:
             self._push_with_drafts(pending)
 
-    def _emit_tokens(self, active: _Active, tokens: tuple[int, ...]) -> bool:
+    def _emit_tokens(self, active: ActiveRequest, tokens: tuple[int, ...]) -> bool:
         """Emit sampled tokens in order, ending the request at the first stop condition
         (so an accepted run never emits past the end). True while it goes on."""
         import llama_cpp as ll
@@ -780,7 +729,7 @@ class Executor(QThread):
             return False
         return True
 
-    def _push_with_drafts(self, pending: dict[int, tuple[_Active, tuple[int, ...]]]) -> None:
+    def _push_with_drafts(self, pending: dict[int, tuple[ActiveRequest, tuple[int, ...]]]) -> None:
         """Queue each sequence's next token, with drafts after it when it speculates."""
         spec = self.speculation
         wanted: dict[int, DraftRequest] = {}
@@ -815,7 +764,7 @@ class Executor(QThread):
             if active.pending_text and now - active.t_last_flush >= DELTA_INTERVAL:
                 self._flush(active, now)
 
-    def _flush(self, active: _Active, now: float) -> None:
+    def _flush(self, active: ActiveRequest, now: float) -> None:
         text = "".join(active.pending_text)
         active.pending_text.clear()
         active.t_last_flush = now
@@ -823,7 +772,7 @@ class Executor(QThread):
             active.text.append(text)
             active.handle._publish(TextDelta(text))
 
-    def _finish(self, active: _Active, reason: StopReason) -> None:
+    def _finish(self, active: ActiveRequest, reason: StopReason) -> None:
         assert self._pool is not None
         tail = active.stream.finish()
         if tail.text and reason is not StopReason.STOP_STRING:
@@ -841,38 +790,7 @@ class Executor(QThread):
         self._release_media(active.media)
         self._release_slot()
         self._completed += 1
-        first = active.t_first_token or now
-        prefill_done = active.t_prefill_done or now
-        computed = max(0, progress.cursor.logical_tokens - active.cached_tokens)
-        prefill_s = max(prefill_done - active.t_admit, 1e-9)
-        decode_s = max(now - first, 0.0)
-        n_out = len(active.tokens)
-        timings = Timings(
-            queued=active.t_admit - active.t_submit,
-            ttft=(first - active.t_submit) if active.t_first_token else 0.0,
-            prefill_seconds=prefill_s,
-            decode_seconds=decode_s,
-            prefill_tokens_per_second=computed / prefill_s if computed else 0.0,
-            decode_tokens_per_second=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
-        )
-        prompt = progress.prompt
-        usage = Usage(
-            active.prompt_tokens,
-            active.cached_tokens,
-            n_out,
-            images=prompt.media_count,
-            cached_images=prompt.truncate(progress.cached).media_count if prompt.media_count else 0,
-        )
-        completion = Completion(
-            "".join(active.text),
-            reason,
-            usage,
-            timings,
-            tuple(active.tokens),
-            active.drafted,
-            active.accepted,
-            self.model_identity,
-        )
+        completion = active.completion(reason, now, self.model_identity)
         active.handle._publish(Completed(completion))
 
     def _release_sequence(self, seq: int, prefix: PromptLayout | None) -> None:
@@ -885,7 +803,7 @@ class Executor(QThread):
             ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
         self._pool.release(seq, prefix)
 
-    def _fail(self, active: _Active, error: EngineError) -> None:
+    def _fail(self, active: ActiveRequest, error: EngineError) -> None:
         assert self._pool is not None
         self._release_sequence(active.sequence_id, None)
         del self._active[active.sequence_id]
@@ -1020,7 +938,7 @@ class Executor(QThread):
 
     # -- events and stats ------------------------------------------------------------
 
-    def _publish_prefill(self, active: _Active, now: float, force: bool = False) -> None:
+    def _publish_prefill(self, active: ActiveRequest, now: float, force: bool = False) -> None:
         progress = active.progress
         done = progress.cursor.logical_tokens
         total = progress.prompt.logical_tokens
@@ -1032,7 +950,7 @@ class Executor(QThread):
         active.handle._publish(Prefill(done, total, active.cached_tokens, images_done, images_total))
 
     @staticmethod
-    def _owner(active: _Active) -> str:
+    def _owner(active: ActiveRequest) -> str:
         return active.request.owner or f"request {active.handle.request_id}"
 
     def _compute_stats(self) -> EngineStats:

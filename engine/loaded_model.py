@@ -90,7 +90,7 @@ class LoadedModel(QObject):
 
     @property
     def context_per_conversation(self) -> int:
-        return self._executor.n_ctx_seq or self.plan.params.n_ctx // max(1, self.plan.params.n_seq_max)
+        return self._executor.n_ctx_seq or self.plan.params.n_ctx_seq
 
     def wait_ready(self, timeout: float | None = None) -> LoadedModel:
         """Block until loaded; raises the load's EngineError if it failed."""

@@ -153,7 +153,13 @@ class LlamaParams:
     @property
     def n_ctx_seq(self) -> int:
         """KV cells per conversation: decode returns 1 when a sequence reaches this."""
-        return self.n_ctx // max(1, self.n_seq_max)
+        return cells_per_sequence(self.n_ctx, self.n_seq_max, self.kv_unified)
+
+
+def cells_per_sequence(n_ctx: int, n_seq: int, kv_unified: bool) -> int:
+    """KV cells one conversation may fill: all of them in a unified cache, else its share.
+    The one rule for it: the plan, the executor and the draft model all ask here."""
+    return n_ctx if kv_unified else n_ctx // max(1, n_seq)
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ class HardwareView(QScrollArea):
         params = plan.params
         self.load_summary.setText(
             f"{plan.model.name or plan.model.path.name} ({plan.model.file_type}): "
-            f"{params.n_seq_max} × {params.n_ctx // max(1, params.n_seq_max):,} tokens of context, "
+            f"{params.n_seq_max} × {params.n_ctx_seq:,} tokens of context, "
             f"{params.n_gpu_layers} layers on GPU, {params.n_threads} threads"
         )
         self.memory_bar.set_devices(plan.memory)

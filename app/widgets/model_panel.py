@@ -368,7 +368,7 @@ class ModelPanel(QWidget):
             self.suggestions_layout.addWidget(holder)
         p = plan.params
         self.params_label.setText(
-            f"llama.cpp: n_ctx {p.n_ctx} ({p.n_ctx // max(1, p.n_seq_max)} per conversation), "
+            f"llama.cpp: n_ctx {p.n_ctx} ({p.n_ctx_seq} per conversation), "
             f"n_seq_max {p.n_seq_max}, n_batch {p.n_batch}, n_ubatch {p.n_ubatch}, "
             f"GPU layers {p.n_gpu_layers}, KV {p.type_k.value}/{p.type_v.value}, "
             f"flash attention {'on' if p.flash_attn else 'auto'}, threads {p.n_threads}"
