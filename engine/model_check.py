@@ -25,7 +25,7 @@ from pathlib import Path
 
 from engine.catalog import ModelInfo
 from engine.errors import LoadFailed
-from engine.native_probe import build_identity
+from engine.native_probe import CHILD_ENV, build_identity
 from engine.verdict_cache import cache_path, read_verdicts, remember
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def check_files(
     while len(verdicts) < len(paths):
         todo = [str(p) for p in paths[len(verdicts) :]]
         started = time.monotonic()
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"), **CHILD_ENV)
         child = subprocess.Popen(
             [*command, *todo],
             stdin=subprocess.DEVNULL,

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 PROBE_FLAG = "--native-probe"  # `hearth --native-probe` runs child_main() in a frozen bundle
 PROBE_TIMEOUT_S = 120.0
+# A GGML_ASSERT normally attaches gdb to the dying process to print a backtrace, which on a
+# busy machine takes longer than any timeout; a child that dies should die at once.
+CHILD_ENV = {"GGML_NO_BACKTRACE": "1"}
 # Deaths that say the build itself is broken on this CPU, and so are worth remembering. A
 # SIGKILL (the OOM killer, a user) or a timeout says nothing about the build: probe again.
 _BUILD_FAULTS = frozenset({signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGABRT})
@@ -107,7 +110,7 @@ def run_probe(
     """Run the probe child and turn how it ended into a verdict."""
     command = list(command or probe_command())
     started = time.monotonic()
-    env = dict(os.environ)
+    env = dict(os.environ, **CHILD_ENV)
     env.setdefault("OMP_NUM_THREADS", "2")
     try:
         done = subprocess.run(
