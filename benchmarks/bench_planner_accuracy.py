@@ -20,6 +20,7 @@ from engine.catalog import inspect
 from engine.hardware import described_machine
 from engine.llama_log import capture_llama_logs, parse_buffer_sizes
 from engine.native import ensure_backend
+from engine.native_context import context_params
 from engine.planner import KvCacheType, LoadRequest, plan_load
 from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 
@@ -69,12 +70,7 @@ def measure(label: str, path: Path, requests: list[LoadRequest]) -> list[dict[st
                 continue
             plan = plan_load(info, CPU_ONLY, request)
             p = plan.params
-            cparams = llama_cpp.llama_context_default_params()
-            for name in ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "kv_unified", "swa_full"):
-                setattr(cparams, name, getattr(p, name))
-            cparams.type_k, cparams.type_v = p.type_k.ggml_type, p.type_v.ggml_type
-            cparams.flash_attn_type = p.flash_attn_type
-            cparams.n_threads = cparams.n_threads_batch = p.n_threads
+            cparams = context_params(llama_cpp, p)  # exactly what the executor passes
             with capture_llama_logs() as lines:
                 ctx = llama_cpp.llama_init_from_model(model, cparams)
                 if ctx:

@@ -19,6 +19,7 @@ import pytest
 from engine.catalog import ModelInfo, inspect
 from engine.hardware import described_machine
 from engine.llama_log import ReportedMemory, capture_llama_logs, parse_buffer_sizes
+from engine.native_context import context_params
 from engine.planner import KvCacheType, LlamaParams, LoadPlan, LoadRequest, plan_load
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -47,18 +48,7 @@ class LoadedModel:
         self.reported_model = parse_buffer_sizes(lines)
 
     def context_report(self, p: LlamaParams) -> ReportedMemory:
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = p.n_ctx
-        cparams.n_seq_max = p.n_seq_max
-        cparams.n_batch = p.n_batch
-        cparams.n_ubatch = p.n_ubatch
-        cparams.type_k = p.type_k.ggml_type
-        cparams.type_v = p.type_v.ggml_type
-        cparams.kv_unified = p.kv_unified
-        cparams.swa_full = p.swa_full
-        cparams.flash_attn_type = p.flash_attn_type
-        cparams.n_threads = p.n_threads
-        cparams.n_threads_batch = p.n_threads_batch
+        cparams = context_params(llama_cpp, p)  # exactly what the executor passes
         with capture_llama_logs() as lines:
             ctx = llama_cpp.llama_init_from_model(self.handle, cparams)
             assert ctx, "llama.cpp refused the planned context parameters"
