@@ -1,15 +1,33 @@
-"""A request the executor is serving: everything it tracks about it, and its completion."""
+"""A request the executor is serving: everything it tracks about it, the events it is due,
+and its completion."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.chat import TextStream
 from engine.multimodal import TokenizedPrompt
-from engine.requests import ChatRequest, Completion, RequestHandle, StopReason, Timings, Usage
+from engine.requests import (
+    ChatRequest,
+    Completion,
+    Prefill,
+    RequestHandle,
+    Started,
+    StopReason,
+    Timings,
+    Usage,
+)
 from engine.scheduler import SequenceProgress
-from engine.speculative import ACCEPTANCE_PRIOR, LookupIndex
+from engine.speculator import RequestSpeculation
+
+# Text leaves the engine at most ~30 times a second per request: often enough to read as
+# a stream, rarely enough that the window repaints and an HTTP client receives chunks of
+# several tokens. The only throttle between sampling and the screen.
+DELTA_INTERVAL = 1.0 / 30.0
+PREFILL_EVENT_INTERVAL = 0.1
 
 
 @dataclass(eq=False)
@@ -33,14 +51,7 @@ class ActiveRequest:
     tokens: list[int] = field(default_factory=list)
     cancelled: bool = False
     media: tuple[TokenizedPrompt, ...] = ()  # image chunks this request may evaluate
-    prompt_ids: tuple[int, ...] | None = None  # text-only prompts: the ids (for the draft model)
-    speculate: bool = False
-    lookup: LookupIndex | None = None
-    in_flight: tuple[int, ...] = ()  # drafts decoded in the last batch, to verify
-    accept_p: float = ACCEPTANCE_PRIOR  # estimated chance that the next draft is accepted
-    draft_cap: int = 2  # slow start: how many drafts the next verification may have
-    drafted: int = 0
-    accepted: int = 0
+    speculation: RequestSpeculation | None = None  # None: this request does not draft
 
     @property
     def request(self) -> ChatRequest:
@@ -49,6 +60,60 @@ class ActiveRequest:
     @property
     def sequence_id(self) -> int:
         return self.progress.sequence_id
+
+    @property
+    def owner(self) -> str:
+        return self.request.owner or f"request {self.handle.request_id}"
+
+    def take_tokens(
+        self,
+        tokens: Iterable[int],
+        is_end: Callable[[int], bool],
+        piece: Callable[[int], str],
+        n_ctx_seq: int,
+    ) -> StopReason | None:
+        """Take sampled tokens in order, stopping at the first stop condition (so an
+        accepted draft run never goes past the end); the reason it stopped, or None."""
+        for token in tokens:
+            if not self.tokens and not self.t_first_token:
+                self.t_first_token = time.perf_counter()
+                self.handle._publish(Started())
+            if is_end(token) and not self.request.ignore_eos:
+                return StopReason.STOP_TOKEN
+            self.tokens.append(token)
+            chunk = self.stream.push(piece(token))
+            if chunk.text:
+                self.pending_text.append(chunk.text)
+            if chunk.stopped:
+                return StopReason.STOP_STRING
+            if len(self.tokens) >= self.request.max_tokens:
+                return StopReason.LENGTH
+        if self.progress.n_past >= n_ctx_seq:
+            return StopReason.CONTEXT_FULL
+        return None
+
+    def text_due(self, now: float, force: bool = False) -> str:
+        """The text sampled since the last delta, once ``DELTA_INTERVAL`` has passed (or
+        now, with ``force``); "" while nothing is due."""
+        if not self.pending_text or (not force and now - self.t_last_flush < DELTA_INTERVAL):
+            return ""
+        text = "".join(self.pending_text)
+        self.pending_text.clear()
+        self.t_last_flush = now
+        self.text.append(text)
+        return text
+
+    def prefill_due(self, now: float, force: bool = False) -> Prefill | None:
+        """Prompt progress, at most every ``PREFILL_EVENT_INTERVAL`` until it is done."""
+        progress = self.progress
+        done = progress.cursor.logical_tokens
+        total = progress.prompt.logical_tokens
+        if not force and done < total and now - self.t_last_prefill_event < PREFILL_EVENT_INTERVAL:
+            return None
+        self.t_last_prefill_event = now
+        images_total = progress.prompt.media_count
+        images_done = progress.prompt.truncate(progress.cursor).media_count if images_total else 0
+        return Prefill(done, total, self.cached_tokens, images_done, images_total)
 
     def completion(self, reason: StopReason, now: float, model_identity: str) -> Completion:
         """What the request's handle reports when it ends: text, usage and timings."""
@@ -81,8 +146,8 @@ class ActiveRequest:
             usage,
             timings,
             tuple(self.tokens),
-            self.drafted,
-            self.accepted,
+            self.speculation.drafted if self.speculation else 0,
+            self.speculation.accepted if self.speculation else 0,
             model_identity,
         )
         return completion

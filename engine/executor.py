@@ -1,9 +1,10 @@
 """The executor QThread: owns every native llama.cpp handle of one loaded model.
 
-It loads the model phase by phase, then runs the serving loop: drain commands, admit
-waiting requests into sequences (reusing cached prefixes), sample sequences whose logits
-are ready, plan a batch (engine.scheduler), one ``llama_decode``, commit. Other threads
-only enqueue commands; results leave as events on each request's handle.
+It loads the model (``engine.model_loader``), then runs the serving loop, one tick at a
+time: drain commands → admit waiting requests into sequences (reusing cached prefixes) →
+sample the rows the last batch left → emit text → plan a batch (``engine.scheduler``) →
+stage → one ``llama_decode`` → apply. Other threads only enqueue commands
+(``engine.executor_commands``); results leave as events on each request's handle.
 """
 
 from __future__ import annotations
@@ -11,45 +12,27 @@ from __future__ import annotations
 import collections
 import enum
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
 from engine.active_request import ActiveRequest
-from engine.catalog import inspect_model, model_identity
-from engine.chat import (
-    ChatTemplate,
-    TextStream,
-    token_to_piece,
-)
+from engine.catalog import model_identity
+from engine.chat import TextStream
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
-from engine.draft_model import DraftModel, DraftRequest, check_draft_compatible
-from engine.errors import Cancelled, DoesNotFit, EngineError, ImageRejected, LoadFailed
-from engine.llama_log import (
-    LogLevel,
-    ReportedMemory,
-    capture_llama_logs,
-    most_specific_error,
-    parse_buffer_sizes,
-)
-from engine.model_check import require_loadable
-from engine.multimodal import (
-    ImageEvalFailed,
-    ProjectorRuntime,
-    TokenizedPrompt,
-    check_fits,
-)
-from engine.native import release_freed_memory, require_backend
+from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed
+from engine.executor_commands import Cancel, Inbox, Observe, Submit, Unload, Waiting
+from engine.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
+from engine.model_loader import LoadHooks, ModelLoader, load_error
+from engine.multimodal import ImageEvalFailed
+from engine.native import require_backend
 from engine.native_batch import NativeBatch
-from engine.native_context import context_params
-from engine.planner import LoadPhase, LoadPlan, cells_per_sequence
-from engine.prompt_builder import PromptBuilder
+from engine.native_model import NativeModel
+from engine.planner import LoadPlan
 from engine.requests import (
     ChatRequest,
     Completed,
@@ -57,13 +40,8 @@ from engine.requests import (
     DecodeFailed,
     EngineStats,
     Failed,
-    Prefill,
-    PromptTooLong,
     Queued,
     RequestHandle,
-    SequenceStats,
-    SlotState,
-    Started,
     StopReason,
     TextDelta,
     Timings,
@@ -74,32 +52,20 @@ from engine.scheduler import (
     ZERO_BOUNDARY,
     BatchCommit,
     BatchPlanner,
+    BatchWork,
     PromptLayout,
     SequencePool,
     SequenceProgress,
-    SequenceState,
     StagedWork,
-    TextSegment,
     WorkKind,
 )
-from engine.speculative import (
-    DraftCostModel,
-    LookupIndex,
-    SpeculationConfig,
-    SpeculationMode,
-    draft_limit,
-    next_draft_cap,
-    relax_acceptance,
-    update_acceptance,
-    verify_rows,
-)
+from engine.serving_stats import ActiveSlot, ServingCounters
+from engine.speculative import SpeculationConfig, SpeculationMode
+from engine.speculator import Speculator
 
 log = logging.getLogger("hearth.executor")
 
-DELTA_INTERVAL = 1.0 / 30.0  # at most ~30 text updates a second per request
-PREFILL_EVENT_INTERVAL = 0.1
 IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
-RATE_WINDOW = 3.0  # seconds of history behind "recent tokens/s"
 
 
 class ExecutorState(enum.Enum):
@@ -107,39 +73,6 @@ class ExecutorState(enum.Enum):
     READY = "ready"
     FAILED = "failed"
     UNLOADED = "unloaded"
-
-
-# -- commands (other threads -> executor) -------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Submit:
-    handle: RequestHandle
-
-
-@dataclass(frozen=True)
-class _Cancel:
-    request_id: int
-
-
-@dataclass(frozen=True)
-class _Observe:
-    future: Future
-
-
-@dataclass(frozen=True)
-class _Unload:
-    pass
-
-
-# -- per-request state (executor thread only) ------------------------------------------
-
-
-@dataclass(eq=False)
-class _Waiting:
-    handle: RequestHandle
-    t_submit: float
-    cancelled: bool = False
 
 
 class Executor(QThread):
@@ -166,53 +99,31 @@ class Executor(QThread):
         self.model_identity = model_identity(plan.model)  # stamped on every Completion's tokens
         self.force = force
         self.queue_capacity = queue_capacity
-        self.state = ExecutorState.LOADING
-        self.load_error: EngineError | None = None
-        self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
-        self._commands: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._outstanding = 0
-        self._outstanding_lock = threading.Lock()
-        self._cancel_load = threading.Event()
-        self._ready_event = threading.Event()
-        # Native handles and serving state: touched by the executor thread only.
-        self._model: Any = None
-        self._ctx: Any = None
-        self._mem: Any = None
-        self._vocab: Any = None
-        self._batch: NativeBatch | None = None
-        self._progress_cb: Any = None
-        self._template: ChatTemplate | None = None
-        self._projector: ProjectorRuntime | None = None
-        self.has_vision = False
-        self._draft: DraftModel | None = None
         if speculation is None and plan.request.draft is not None:
             speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=plan.request.draft.path)
         self.speculation = speculation or SpeculationConfig()
-        self._drafted = 0
-        self._accepted = 0
-        self._cost_model: DraftCostModel | None = None
-        self._last_owner: dict[int, str] = {}  # who last used each sequence (stats)
-        self._waiting: collections.deque[_Waiting] = collections.deque()
-        self._active: dict[int, ActiveRequest] = {}  # by sequence id
-        self._logit_rows: dict[int, range] = {}
+        self.state = ExecutorState.LOADING
+        self.load_error: EngineError | None = None
+        self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
+        self._inbox = Inbox()
+        self._cancel_load = threading.Event()
+        self._ready_event = threading.Event()
+        # Executor thread only, from here on.
+        self._native: NativeModel | None = None
+        self._speculator = Speculator(self.speculation, None, None)
         self._pool: SequencePool | None = None
         self._planner = BatchPlanner()
-        self._prompts: PromptBuilder | None = None  # once the model is loaded
+        self._waiting: collections.deque[Waiting] = collections.deque()
+        self._active: dict[int, ActiveRequest] = {}  # by sequence id
+        self._logit_rows: dict[int, range] = {}  # rows the last batch left to sample, by sequence
         # Sequences of a batch llama_decode failed: each runs alone until it passes or fails.
         self._suspects: collections.deque[int] = collections.deque()
-        self.n_ctx = 0
-        self.n_ctx_seq = 0
-        self.n_batch = 0
-        self.n_seq = 0
-        # Counters for stats().
-        self._hits = 0
-        self._misses = 0
-        self._reused = 0
-        self._ticks = 0
-        self._completed = 0
-        self._rates: collections.deque[tuple[float, int, int]] = collections.deque()
-        self._last_fill = 0.0
-        self._scheduler_seconds = 0.0
+        self._counters = ServingCounters()
+        self.n_ctx = self.n_ctx_seq = self.n_batch = self.n_seq = 0
+
+    @property
+    def has_vision(self) -> bool:
+        return self._native is not None and self._native.has_vision
 
     # ------------------------------------------------------------------ any thread
 
@@ -234,32 +145,26 @@ class Executor(QThread):
         ``connect(handle)`` runs before the executor can see the request: connect the
         handle's signals there, or a fast request may finish before anyone listens.
         """
-        from engine.errors import Overloaded
-
         request.validate()
         if self.state in (ExecutorState.FAILED, ExecutorState.UNLOADED):
             raise LoadFailed("No model is loaded.")
-        with self._outstanding_lock:
-            limit = self.queue_capacity + max(self.n_seq, self.plan.params.n_seq_max)
-            if self._outstanding >= limit:
-                raise Overloaded(f"Hearth is busy: {self._outstanding} requests are already waiting.")
-            self._outstanding += 1
+        self._inbox.reserve(self.queue_capacity + max(self.n_seq, self.plan.params.n_seq_max))
         handle = RequestHandle(request, canceller=self.cancel)
         if connect is not None:
             try:
                 connect(handle)
             except BaseException:
-                self._release_slot()
+                self._inbox.release()
                 raise
-        self._commands.put(_Submit(handle))
+        self._inbox.put(Submit(handle))
         return handle
 
     def cancel(self, request_id: int) -> None:
-        self._commands.put(_Cancel(request_id))
+        self._inbox.put(Cancel(request_id))
 
     def request_stats(self) -> Future:
         future: Future = Future()
-        self._commands.put(_Observe(future))
+        self._inbox.put(Observe(future))
         return future
 
     def stats(self, timeout: float = 5.0) -> EngineStats:
@@ -268,7 +173,7 @@ class Executor(QThread):
 
     def request_unload(self) -> None:
         self._cancel_load.set()
-        self._commands.put(_Unload())
+        self._inbox.put(Unload())
 
     # ------------------------------------------------------------------ executor thread
 
@@ -280,16 +185,7 @@ class Executor(QThread):
                 self._load()
             self.reported_memory = parse_buffer_sizes(native_log)
         except BaseException as exc:
-            error = exc if isinstance(exc, EngineError) else LoadFailed(f"Loading failed: {exc}")
-            if not isinstance(exc, EngineError):
-                log.exception("unexpected load failure")
-            elif isinstance(exc, LoadFailed):
-                # The cause, in llama.cpp's words; every native line stays in the log.
-                cause = most_specific_error(native_log)
-                if cause:
-                    headline = exc.message.split(" (")[0].rstrip(".")  # the cause replaces our guess
-                    error = LoadFailed(f"{headline}: {cause}")
-            self._free_native()
+            error = load_error(exc, native_log)
             self.load_error = error
             self.state = ExecutorState.FAILED
             self._ready_event.set()
@@ -310,335 +206,96 @@ class Executor(QThread):
             self.state = ExecutorState.UNLOADED
             self.unloaded.emit()
 
-    # -- loading ------------------------------------------------------------------
-
-    def _phase(self, phase: LoadPhase, work: Callable[[], None]) -> None:
-        if self._cancel_load.is_set():
-            raise Cancelled("Loading was cancelled.")
-        start = time.perf_counter()
-        self.phase_started.emit(phase)
-        self.phase_progress.emit(phase, 0.0)
-        work()
-        self.phase_progress.emit(phase, 1.0)
-        self.phase_finished.emit(phase, time.perf_counter() - start)
-
     def _load(self) -> None:
-        steps: dict[LoadPhase, Callable[[], None]] = {
-            LoadPhase.VALIDATE: self._validate,
-            LoadPhase.WEIGHTS: self._load_weights,
-            LoadPhase.CONTEXT: self._create_context,
-            LoadPhase.PROJECTOR: self._load_projector,
-            LoadPhase.DRAFT: self._load_draft,
-            LoadPhase.WARMUP: self._warm_up,
-            LoadPhase.READY: self._ready_to_serve,
-        }
-        for phase in self.plan.phases:
-            self._phase(phase, steps[phase])
-
-    def _ready_to_serve(self) -> None:
-        assert self._template is not None
-        self._prompts = PromptBuilder(
-            vocab=self._vocab,
-            template=self._template,
-            n_vocab=self._n_vocab,
-            model_identity=self.model_identity,
-            n_batch=self.n_batch,
-            n_ubatch=self.plan.params.n_ubatch,
-            projector=self._projector,
-            has_vision=self.has_vision,
+        hooks = LoadHooks(
+            started=self.phase_started.emit,
+            progress=self.phase_progress.emit,
+            finished=self.phase_finished.emit,
+            cancelled=self._cancel_load.is_set,
         )
-
-    def _validate(self) -> None:
-        plan = self.plan
-        info = inspect_model(plan.model.path)
-        if info.file_size != plan.model.file_size:
-            raise LoadFailed(f"{plan.model.path.name} changed since it was planned; plan again.")
-        spec = self.speculation
-        if spec.mode is SpeculationMode.DRAFT_MODEL:
-            if plan.request.draft is None:
-                raise LoadFailed("Plan again with the draft model: its memory was not counted.")
-            # Refuse an incompatible draft before anything native is loaded.
-            check_draft_compatible(info, plan.request.draft, info.path, plan.request.draft.path)
-        if not plan.fits and not self.force:
-            raise DoesNotFit(plan.reasons[0] if plan.reasons else "The model does not fit this machine.")
-        # A file llama.cpp has not opened before is opened in a child first (once per header).
-        require_loadable(info)
-        if spec.mode is SpeculationMode.DRAFT_MODEL and plan.request.draft is not None:
-            require_loadable(plan.request.draft)
-
-    def _load_weights(self) -> None:
-        import llama_cpp as ll
-
-        params = ll.llama_model_default_params()
-        params.n_gpu_layers = self.plan.params.n_gpu_layers
-
-        def on_progress(progress: float, _user: Any) -> bool:
-            self.phase_progress.emit(LoadPhase.WEIGHTS, float(progress))
-            return not self._cancel_load.is_set()
-
-        # ctypes callbacks must stay referenced while llama.cpp may call them.
-        self._progress_cb = ll.llama_progress_callback(on_progress)
-        params.progress_callback = self._progress_cb
-        model = ll.llama_model_load_from_file(str(self.plan.model.path).encode(), params)
-        if not model:
-            if self._cancel_load.is_set():
-                raise Cancelled("Loading was cancelled.")
-            raise LoadFailed(
-                f"llama.cpp could not load {self.plan.model.path.name} (unsupported or damaged file, "
-                "or not enough memory)."
-            )
-        self._model = model
-        self._vocab = ll.llama_model_get_vocab(model)
-        self._n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
-        self._template = ChatTemplate.from_model(model)
-
-    def _create_context(self) -> None:
-        import llama_cpp as ll
-
-        p = self.plan.params
-        ctx = ll.llama_init_from_model(self._model, context_params(ll, p))
-        if not ctx:
-            raise LoadFailed(
-                "llama.cpp could not create the context: not enough memory for "
-                f"{p.n_ctx} tokens of KV cache — try a smaller context."
-            )
-        self._ctx = ctx
-        self._mem = ll.llama_get_memory(ctx)
-        self.n_ctx = ll.llama_n_ctx(ctx)
-        self.n_seq = ll.llama_n_seq_max(ctx)
-        self.n_batch = min(ll.llama_n_batch(ctx), p.n_batch)
-        self.n_ctx_seq = cells_per_sequence(self.n_ctx, self.n_seq, p.kv_unified)
-        self._batch = NativeBatch(self.n_batch)
-        self._pool = SequencePool(self.n_seq)
-
-    def _load_projector(self) -> None:
-        projector = self.plan.request.projector
-        if projector is None:
-            return
-
-        def on_progress(fraction: float) -> bool:
-            self.phase_progress.emit(LoadPhase.PROJECTOR, float(fraction))
-            return not self._cancel_load.is_set()
-
-        self._projector = ProjectorRuntime.load(
-            projector.path,
-            self._model,
-            self.plan.params.n_threads,
-            self.plan.params.projector_use_gpu,
-            on_progress,
-            model_info=self.plan.model,
+        loader = ModelLoader(
+            self.plan, self.speculation, hooks, model_identity=self.model_identity, force=self.force
         )
-        self.has_vision = self._projector.supports_vision
-
-    def _load_draft(self) -> None:
-        spec = self.speculation
-        if spec.mode is not SpeculationMode.DRAFT_MODEL or spec.draft_path is None:
-            return
-
-        def on_progress(fraction: float) -> bool:
-            self.phase_progress.emit(LoadPhase.DRAFT, float(fraction))
-            return not self._cancel_load.is_set()
-
-        self._draft = DraftModel.load(
-            spec.draft_path, self.plan.params, target=self.plan.model, progress=on_progress, p_min=spec.p_min
-        )
-
-    def _warm_up(self) -> None:
-        import llama_cpp as ll
-
-        assert self._batch is not None
-        bos = ll.llama_vocab_bos(self._vocab)
-        token = bos if bos >= 0 else 0
-        self._batch.clear()
-        self._batch.add_run(0, 0, [token], range(0, 1))
-        rc = ll.llama_decode(self._ctx, self._batch.native())
-        ll.llama_synchronize(self._ctx)
-        ll.llama_memory_clear(self._mem, True)
-        if rc != 0:
-            raise LoadFailed(f"The model loaded but could not evaluate a token (llama_decode returned {rc}).")
-        if self.speculation.enabled and self.speculation.adaptive:
-            self._cost_model = self._measure_draft_costs(token)
-
-    def _measure_draft_costs(self, token: int) -> DraftCostModel:
-        """Time decodes of 1..max_draft+1 rows on this machine: whether a draft pays
-        depends on what an extra row of logits costs here."""
-        import llama_cpp as ll
-
-        assert self._batch is not None
-        spec = self.speculation
-        top = min(spec.max_draft + 1, self.n_batch, self.n_ctx_seq)
-        timings: dict[int, float] = {}
-        for rows in sorted({1, 2, 3, 5, 9, top} - {r for r in (2, 3, 5, 9) if r > top}):
-            best = float("inf")
-            for _ in range(3):
-                self._batch.clear()
-                self._batch.add_run(0, 0, [token] * rows, range(rows))
-                start = time.perf_counter()
-                rc = ll.llama_decode(self._ctx, self._batch.native())
-                ll.llama_synchronize(self._ctx)
-                best = min(best, time.perf_counter() - start)
-                ll.llama_memory_clear(self._mem, True)
-                if rc != 0:
-                    break
-            timings[rows] = best
-        draft = self.plan.request.draft
-        draft_cost = 0.0
-        if spec.mode is SpeculationMode.DRAFT_MODEL and draft is not None and self.plan.model.parameter_count:
-            draft_cost = draft.parameter_count / self.plan.model.parameter_count
-        return DraftCostModel.measured(timings, spec.max_draft, draft_cost)
+        native = self._native = loader.load()
+        self.n_ctx, self.n_seq, self.n_batch = native.n_ctx, native.n_seq, native.n_batch
+        self.n_ctx_seq = native.n_ctx_seq
+        self._pool = SequencePool(native.n_seq)
+        self._speculator = Speculator(self.speculation, native.draft, native.draft_costs)
 
     def _free_native(self) -> None:
-        import llama_cpp as ll
-
         for active in self._active.values():
             free_chain(active.chain)
             active.chain = None
-        if self._projector is not None:
-            self._projector.free()
-            self._projector = None
-            self.has_vision = False
-        if self._draft is not None:
-            self._draft.free()
-            self._draft = None
-        if self._ctx:
-            ll.llama_free(self._ctx)
-        if self._model:
-            ll.llama_model_free(self._model)
-        self._ctx = self._model = self._mem = self._vocab = None
-        self._prompts = None
-        self._batch = None
-        self._progress_cb = None
-        release_freed_memory()
+        if self._native is not None:
+            self._native.free()
+            self._native = None
 
-    # -- serving -------------------------------------------------------------------
+    # -- the loop ------------------------------------------------------------------
 
     def _serve(self) -> None:
         while True:
-            busy = bool(self._active or self._waiting)
-            if not self._drain_commands(block=not busy):
+            if not self._drain_commands(block=not (self._active or self._waiting)):
                 return
             self._reap_cancelled()
             self._admit()
             self._sample_ready()
-            self._flush_due(time.perf_counter())
+            self._emit_text(time.perf_counter())
             self._run_batch()
 
     def _drain_commands(self, block: bool) -> bool:
         """Apply every queued command; False once unloading was asked for."""
-        while True:
-            try:
-                command = self._commands.get(timeout=IDLE_WAIT) if block else self._commands.get_nowait()
-            except queue.Empty:
-                return True
+        while (command := self._inbox.get(IDLE_WAIT if block else 0)) is not None:
             block = False
-            if isinstance(command, _Submit):
-                self._waiting.append(_Waiting(command.handle, time.perf_counter()))
+            if isinstance(command, Submit):
+                self._waiting.append(Waiting(command.handle, time.perf_counter()))
                 command.handle._publish(Queued(len(self._waiting)))
-            elif isinstance(command, _Cancel):
-                self._mark_cancelled(command.request_id)
-            elif isinstance(command, _Observe):
+            elif isinstance(command, Cancel):
+                for item in (*self._waiting, *self._active.values()):
+                    if item.handle.request_id == command.request_id:
+                        item.cancelled = True
+            elif isinstance(command, Observe):
                 if command.future.set_running_or_notify_cancel():
-                    command.future.set_result(self._compute_stats())
-            elif isinstance(command, _Unload):
+                    command.future.set_result(self._stats())
+            elif isinstance(command, Unload):
                 return False
-
-    def _mark_cancelled(self, request_id: int) -> None:
-        for waiting in self._waiting:
-            if waiting.handle.request_id == request_id:
-                waiting.cancelled = True
-        for active in self._active.values():
-            if active.handle.request_id == request_id:
-                active.cancelled = True
+        return True
 
     def _reap_cancelled(self) -> None:
-        if any(w.cancelled for w in self._waiting):
-            keep: collections.deque[_Waiting] = collections.deque()
-            for waiting in self._waiting:
-                if waiting.cancelled:
-                    self._end_waiting(waiting, None)
-                else:
-                    keep.append(waiting)
-            self._waiting = keep
+        for waiting in [w for w in self._waiting if w.cancelled]:
+            self._waiting.remove(waiting)
+            self._end_waiting(waiting, None)
         for active in [a for a in self._active.values() if a.cancelled]:
             self._finish(active, StopReason.CANCELLED)
 
-    def _end_waiting(self, waiting: _Waiting, error: EngineError | None) -> None:
-        """A request that never got a sequence: cancelled (error None) or refused."""
-        self._release_slot()
-        if error is not None:
-            waiting.handle._publish(Failed(error))
-            return
-        now = time.perf_counter()
-        usage = Usage(0, 0, 0)
-        timings = Timings(now - waiting.t_submit, 0.0, 0.0, 0.0, 0.0, 0.0)
-        waiting.handle._publish(Completed(Completion("", StopReason.CANCELLED, usage, timings)))
-
-    def _release_slot(self) -> None:
-        with self._outstanding_lock:
-            self._outstanding -= 1
-
-    # -- admission -----------------------------------------------------------------
-
     def _admit(self) -> None:
-        import llama_cpp as ll
-
-        assert self._pool is not None
-        while self._waiting and self._pool.available:
+        native, pool = self._native, self._pool
+        assert native is not None and native.prompts is not None and pool is not None
+        while self._waiting and pool.available:
             waiting = self._waiting.popleft()
             request = waiting.handle.request
-            media: tuple[TokenizedPrompt, ...] = ()
             try:
-                try:
-                    assert self._prompts is not None
-                    layout, stops, media = self._prompts.build(request)
-                except EngineError:
-                    raise
-                except Exception as exc:  # a bug must cost one request, not the engine
-                    log.exception("could not prepare request %d", request.request_id)
-                    raise EngineError(f"This request could not be prepared: {exc}") from exc
-                if layout.native_positions > self.n_ctx_seq:
-                    if layout.media_count:
-                        check_fits(layout, self.n_ctx_seq)
-                    raise PromptTooLong(
-                        f"The prompt is {layout.logical_tokens:,} tokens; this model was loaded with "
-                        f"{self.n_ctx_seq:,} per conversation."
-                    )
+                layout, stops, media = native.prompts.prepare(request, self.n_ctx_seq)
             except EngineError as exc:
-                self._release_media(media)
                 self._end_waiting(waiting, exc)
                 continue
-            acquisition = self._pool.acquire_matching(layout) if request.cache else self._pool.acquire_lru()
+            acquisition = pool.acquire_matching(layout) if request.cache else pool.acquire_lru()
             assert acquisition is not None
             seq = acquisition.sequence_id
-            if not ll.llama_memory_seq_rm(self._mem, seq, acquisition.truncate_from, -1):
+            if not native.forget(seq, acquisition.truncate_from):
                 # Recurrent/hybrid memory cannot drop a tail: start this sequence over.
                 acquisition = acquisition.with_cached(ZERO_BOUNDARY)
-                if not ll.llama_memory_seq_rm(self._mem, seq, -1, -1):
-                    self._pool.quarantine(seq)
-                    self._release_media(media)
+                if not native.forget(seq):
+                    pool.quarantine(seq)
+                    native.prompts.release(media)
                     self._end_waiting(waiting, DecodeFailed("A cache slot could not be cleared; try again."))
                     continue
             cached = acquisition.cached
-            if cached.logical_tokens:
-                self._hits += 1
-                self._reused += cached.logical_tokens
-            else:
-                self._misses += 1
+            self._counters.admitted(cached.logical_tokens)
             now = time.perf_counter()
-            prompt_ids = (
-                None if layout.media_count else tuple(layout.segments[0].tokens) if layout.segments else ()
-            )
-            spec = self.speculation
-            speculate = spec.enabled if request.speculate is None else (request.speculate and spec.enabled)
-            lookup = None
-            if speculate and spec.mode is SpeculationMode.PROMPT_LOOKUP:
-                lookup = LookupIndex(spec.ngram_min, spec.ngram_max, _text_tokens(layout))
-            elif speculate and (self._draft is None or prompt_ids is None):
-                speculate = False  # a draft model cannot follow image prompts
             active = ActiveRequest(
                 handle=waiting.handle,
                 progress=SequenceProgress.admit(seq, layout, cached),
-                chain=build_chain(self._vocab, request.sampling),
+                chain=build_chain(native.vocab, request.sampling),
                 stream=TextStream(stops),
                 prompt_tokens=layout.logical_tokens,
                 cached_tokens=cached.logical_tokens,
@@ -646,24 +303,16 @@ class Executor(QThread):
                 t_admit=now,
                 t_last_flush=now,
                 media=media,
-                prompt_ids=prompt_ids,
-                speculate=speculate,
-                lookup=lookup,
+                speculation=self._speculator.admit(request, layout),
             )
             self._active[seq] = active
             self._publish_prefill(active, now, force=True)
 
-    def _release_media(self, media: tuple[TokenizedPrompt, ...]) -> None:
-        if self._prompts is not None:
-            self._prompts.release(media)
-
-    # -- sampling ------------------------------------------------------------------
-
     def _sample_ready(self) -> None:
-        import llama_cpp as ll
-
         if not self._logit_rows:
             return
+        native = self._native
+        assert native is not None
         rows, self._logit_rows = self._logit_rows, {}
         now = time.perf_counter()
         pending: dict[int, tuple[ActiveRequest, tuple[int, ...]]] = {}
@@ -674,163 +323,32 @@ class Executor(QThread):
             if not active.tokens and not active.t_prefill_done:
                 active.t_prefill_done = now
                 self._publish_prefill(active, now, force=True)
-            drafts, active.in_flight = active.in_flight, ()
-            if drafts:
+            state = active.speculation
+            if state is not None and state.in_flight:
 
                 def sample(row: int, _rows: range = logit_rows, _chain: Any = active.chain) -> int:
-                    return int(ll.llama_sampler_sample(_chain, self._ctx, _rows[row]))
+                    return native.sample(_chain, _rows[row])
 
-                run = verify_rows(drafts, sample)
-                tokens = run.tokens
-                rejected = run.rejected(len(drafts))
+                tokens, rejected = self._speculator.verify(state, sample)
                 if rejected:
-                    position = active.progress.discard_rejected(rejected)
-                    ll.llama_memory_seq_rm(self._mem, seq, position, -1)
-                active.drafted += len(drafts)
-                active.accepted += run.accepted
-                active.accept_p = update_acceptance(active.accept_p, len(drafts), run.accepted)
-                active.draft_cap = next_draft_cap(
-                    active.draft_cap, len(drafts), run.accepted, self.speculation.max_draft
-                )
-                self._drafted += len(drafts)
-                self._accepted += run.accepted
+                    native.forget(seq, active.progress.discard_rejected(rejected))
             else:
                 # The common case, once per token: no closure, one native call.
-                tokens = (int(ll.llama_sampler_sample(active.chain, self._ctx, logit_rows[-1])),)
-            if self._emit_tokens(active, tokens):
+                tokens = (native.sample(active.chain, logit_rows[-1]),)
+            stop = active.take_tokens(tokens, native.is_end, native.piece, self.n_ctx_seq)
+            if stop is None:
                 pending[seq] = (active, tokens)
+            else:
+                self._finish(active, stop)
         if pending:
-            self._push_with_drafts(pending)
+            drafts = self._speculator.propose(pending, self.n_ctx_seq)
+            for seq, (active, emitted) in pending.items():
+                active.progress.push(emitted[-1], drafts.get(seq, ()))
 
-    def _emit_tokens(self, active: ActiveRequest, tokens: tuple[int, ...]) -> bool:
-        """Emit sampled tokens in order, ending the request at the first stop condition
-        (so an accepted run never emits past the end). True while it goes on."""
-        import llama_cpp as ll
-
-        for token in tokens:
-            if not active.tokens and not active.t_first_token:
-                active.t_first_token = time.perf_counter()
-                active.handle._publish(Started())
-            if ll.llama_vocab_is_eog(self._vocab, token) and not active.request.ignore_eos:
-                self._finish(active, StopReason.STOP_TOKEN)
-                return False
-            active.tokens.append(token)
-            chunk = active.stream.push(token_to_piece(self._vocab, token, False))
-            if chunk.text:
-                active.pending_text.append(chunk.text)
-            if chunk.stopped:
-                self._finish(active, StopReason.STOP_STRING)
-                return False
-            if len(active.tokens) >= active.request.max_tokens:
-                self._finish(active, StopReason.LENGTH)
-                return False
-        if active.progress.n_past >= self.n_ctx_seq:
-            self._finish(active, StopReason.CONTEXT_FULL)
-            return False
-        return True
-
-    def _push_with_drafts(self, pending: dict[int, tuple[ActiveRequest, tuple[int, ...]]]) -> None:
-        """Queue each sequence's next token, with drafts after it when it speculates."""
-        spec = self.speculation
-        wanted: dict[int, DraftRequest] = {}
-        drafts: dict[int, tuple[int, ...]] = {}
-        for seq, (active, emitted) in pending.items():
-            token = emitted[-1]
-            if active.lookup is not None:
-                active.lookup.extend(emitted)
-            limit = 0
-            if active.speculate:
-                tokens_left = active.request.max_tokens - len(active.tokens)
-                limit = draft_limit(spec.max_draft, active.progress.n_past, self.n_ctx_seq, tokens_left)
-            if limit > 0 and self._cost_model is not None:
-                limit = self._cost_model.choose(active.accept_p, min(limit, active.draft_cap), spec.min_draft)
-                if limit == 0:
-                    active.accept_p = relax_acceptance(active.accept_p)
-            if limit <= 0:
-                continue
-            if active.lookup is not None:
-                drafts[seq] = active.lookup.propose(limit, spec.min_draft)
-            elif self._draft is not None and active.prompt_ids is not None:
-                history = [*active.prompt_ids, *active.progress.generated]
-                wanted[seq] = DraftRequest(history, token, limit)
-        if wanted:
-            assert self._draft is not None
-            drafts.update(self._draft.propose(wanted, spec.min_draft))
-        for seq, (active, emitted) in pending.items():
-            active.progress.push(emitted[-1], drafts.get(seq, ()))
-
-    def _flush_due(self, now: float) -> None:
+    def _emit_text(self, now: float) -> None:
         for active in self._active.values():
-            if active.pending_text and now - active.t_last_flush >= DELTA_INTERVAL:
-                self._flush(active, now)
-
-    def _flush(self, active: ActiveRequest, now: float) -> None:
-        text = "".join(active.pending_text)
-        active.pending_text.clear()
-        active.t_last_flush = now
-        if text:
-            active.text.append(text)
-            active.handle._publish(TextDelta(text))
-
-    def _finish(self, active: ActiveRequest, reason: StopReason) -> None:
-        assert self._pool is not None
-        tail = active.stream.finish()
-        if tail.text and reason is not StopReason.STOP_STRING:
-            active.pending_text.append(tail.text)
-        now = time.perf_counter()
-        self._flush(active, now)
-        progress = active.progress
-        keep = progress.reusable_prefix() if active.request.cache else None
-        self._release_sequence(progress.sequence_id, keep)
-        self._last_owner[progress.sequence_id] = self._owner(active)
-        del self._active[progress.sequence_id]
-        self._logit_rows.pop(progress.sequence_id, None)
-        free_chain(active.chain)
-        active.chain = None
-        self._release_media(active.media)
-        self._release_slot()
-        self._completed += 1
-        completion = active.completion(reason, now, self.model_identity)
-        active.handle._publish(Completed(completion))
-
-    def _release_sequence(self, seq: int, prefix: PromptLayout | None) -> None:
-        """Back to the pool; with nothing to reuse, its KV cells are freed now rather than
-        at its next use (a cache=False reply would otherwise keep them, "empty" in stats)."""
-        import llama_cpp as ll
-
-        assert self._pool is not None
-        if prefix is None:
-            ll.llama_memory_seq_rm(self._mem, seq, -1, -1)
-        self._pool.release(seq, prefix)
-
-    def _fail(self, active: ActiveRequest, error: EngineError) -> None:
-        assert self._pool is not None
-        self._release_sequence(active.sequence_id, None)
-        del self._active[active.sequence_id]
-        self._logit_rows.pop(active.sequence_id, None)
-        free_chain(active.chain)
-        active.chain = None
-        self._release_media(active.media)
-        self._release_slot()
-        active.handle._publish(Failed(error))
-
-    def _fail_everything(self, error: EngineError) -> None:
-        for active in list(self._active.values()):
-            self._fail(active, error)
-        while self._waiting:
-            self._end_waiting(self._waiting.popleft(), error)
-        while True:
-            try:
-                command = self._commands.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(command, _Submit):
-                self._release_slot()
-                command.handle._publish(Failed(error))
-            elif isinstance(command, _Observe) and command.future.set_running_or_notify_cancel():
-                command.future.set_exception(error)
-
-    # -- batches -------------------------------------------------------------------
+            if text := active.text_due(now):
+                active.handle._publish(TextDelta(text))
 
     def _run_batch(self) -> None:
         t0 = time.perf_counter()
@@ -852,47 +370,50 @@ class Executor(QThread):
             return
         commit = BatchCommit.stage(plan.work, progress)
         t1 = time.perf_counter()
-        batch = self._batch
-        assert batch is not None
+        assert self._native is not None and self._native.batch is not None
+        batch = self._native.batch
         batch.clear()
         for entry in commit.entries:
             batch.add_run(entry.sequence_id, entry.position, entry.tokens, entry.logit_rows)
         rc = self._decode(batch)
         t2 = time.perf_counter()
-        self._ticks += 1
         if rc != 0:
+            self._counters.ticks += 1
             commit.discard()
             self._decode_failed(rc, commit.entries)
             return
         self._logit_rows = commit.apply(progress)
         for entry in commit.entries:
-            if entry.kind is WorkKind.DECODE and entry.n_rows > 1:
-                self._active[entry.sequence_id].in_flight = entry.tokens[1:]
+            state = self._active[entry.sequence_id].speculation
+            if entry.kind is WorkKind.DECODE and entry.n_rows > 1 and state is not None:
+                state.in_flight = entry.tokens[1:]
         now = time.perf_counter()
-        self._scheduler_seconds += (t1 - t0) + (now - t2)
-        self._last_fill = commit.n_rows / self.n_batch
-        self._rates.append((now, plan.decode_rows, plan.prefill_rows))
-        while self._rates and now - self._rates[0][0] > RATE_WINDOW:
-            self._rates.popleft()
+        self._counters.batch_ran(
+            now, plan.decode_rows, plan.prefill_rows, commit.n_rows / self.n_batch, (t1 - t0) + (now - t2)
+        )
         for entry in commit.entries:
             if entry.kind is WorkKind.PREFILL:
                 self._publish_prefill(self._active[entry.sequence_id], now)
 
-    def _evaluate_media(self, work: Any, progress: dict[int, SequenceProgress]) -> None:
-        import llama_cpp as ll
+    def _decode(self, batch: NativeBatch) -> int:
+        assert self._native is not None
+        return self._native.decode(batch)
 
+    def _evaluate_media(self, work: BatchWork, progress: dict[int, SequenceProgress]) -> None:
+        native = self._native
+        assert native is not None and native.projector is not None
         active = self._active[work.sequence_id]
         commit = BatchCommit.stage_media(work, progress)
         entry = commit.entries[0]
-        assert entry.media is not None and self._projector is not None
+        assert entry.media is not None
         try:
-            new_n_past = self._projector.eval_media(
-                self._ctx, entry.media.identity, entry.position, entry.sequence_id, self.n_batch
+            new_n_past = native.projector.eval_media(
+                native.ctx, entry.media.identity, entry.position, entry.sequence_id, self.n_batch
             )
         except (ImageEvalFailed, ImageRejected) as exc:
             commit.discard()
             # Part of the image may be in the KV cache: drop it with the request.
-            ll.llama_memory_seq_rm(self._mem, entry.sequence_id, entry.position, -1)
+            native.forget(entry.sequence_id, entry.position)
             self._fail(active, exc)
             return
         if new_n_past != entry.position + entry.media.native_positions:
@@ -902,13 +423,8 @@ class Executor(QThread):
                 entry.media.native_positions,
             )
         commit.apply(progress)
-        self._ticks += 1
+        self._counters.media_ran()
         self._publish_prefill(active, time.perf_counter(), force=True)
-
-    def _decode(self, batch: NativeBatch) -> int:
-        import llama_cpp as ll
-
-        return int(ll.llama_decode(self._ctx, batch.native()))
 
     def _decode_failed(self, rc: int, entries: tuple[StagedWork, ...]) -> None:
         """Undo the batch, then find whose work failed it without failing the others.
@@ -918,84 +434,93 @@ class Executor(QThread):
         one fails that request; a batch of several is retried one sequence per tick, and
         only a sequence that fails alone is failed.
         """
-        import llama_cpp as ll
-
+        assert self._native is not None
         log.warning("llama_decode returned %d for %d sequence(s)", rc, len(entries))
         for entry in entries:
-            ll.llama_memory_seq_rm(self._mem, entry.sequence_id, entry.position, -1)
-        if self._draft is not None:
-            self._draft.clear()
+            self._native.forget(entry.sequence_id, entry.position)
+        self._speculator.forget_failed_batch()
         if len(entries) > 1:
             self._suspects.extend(e.sequence_id for e in entries if e.sequence_id not in self._suspects)
             return
-        seq = entries[0].sequence_id
-        active = self._active.get(seq)
+        active = self._active.get(entries[0].sequence_id)
         if active is not None:
-            self._fail(
-                active,
-                DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc})."),
-            )
+            error = DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc}).")
+            self._fail(active, error)
+
+    # -- ending requests -----------------------------------------------------------
+
+    def _finish(self, active: ActiveRequest, reason: StopReason) -> None:
+        tail = active.stream.finish()
+        if tail.text and reason is not StopReason.STOP_STRING:
+            active.pending_text.append(tail.text)
+        now = time.perf_counter()
+        if text := active.text_due(now, force=True):
+            active.handle._publish(TextDelta(text))
+        keep = active.progress.reusable_prefix() if active.request.cache else None
+        self._end_active(active, keep)
+        self._counters.finished(active.sequence_id, active.owner)
+        active.handle._publish(Completed(active.completion(reason, now, self.model_identity)))
+
+    def _fail(self, active: ActiveRequest, error: EngineError) -> None:
+        self._end_active(active, None)
+        active.handle._publish(Failed(error))
+
+    def _end_active(self, active: ActiveRequest, keep: PromptLayout | None) -> None:
+        """Give the request's sequence back to the pool, keeping ``keep`` cached; with
+        nothing to keep its cells are freed now, not at the sequence's next use."""
+        assert self._pool is not None and self._native is not None
+        seq = active.sequence_id
+        if keep is None:
+            self._native.forget(seq)
+        self._pool.release(seq, keep)
+        del self._active[seq]
+        self._logit_rows.pop(seq, None)
+        free_chain(active.chain)
+        active.chain = None
+        self._release_media(active)
+        self._inbox.release()
+
+    def _release_media(self, active: ActiveRequest) -> None:
+        if self._native is not None and self._native.prompts is not None:
+            self._native.prompts.release(active.media)
+
+    def _end_waiting(self, waiting: Waiting, error: EngineError | None) -> None:
+        """A request that never got a sequence: cancelled (error None) or refused."""
+        self._inbox.release()
+        if error is not None:
+            waiting.handle._publish(Failed(error))
+            return
+        timings = Timings(time.perf_counter() - waiting.t_submit, 0.0, 0.0, 0.0, 0.0, 0.0)
+        waiting.handle._publish(Completed(Completion("", StopReason.CANCELLED, Usage(0, 0, 0), timings)))
+
+    def _fail_everything(self, error: EngineError) -> None:
+        for active in list(self._active.values()):
+            self._fail(active, error)
+        while self._waiting:
+            self._end_waiting(self._waiting.popleft(), error)
+        for command in self._inbox.drain():
+            if isinstance(command, Submit):
+                self._inbox.release()
+                command.handle._publish(Failed(error))
+            elif isinstance(command, Observe) and command.future.set_running_or_notify_cancel():
+                command.future.set_exception(error)
 
     # -- events and stats ------------------------------------------------------------
 
     def _publish_prefill(self, active: ActiveRequest, now: float, force: bool = False) -> None:
-        progress = active.progress
-        done = progress.cursor.logical_tokens
-        total = progress.prompt.logical_tokens
-        if not force and done < total and now - active.t_last_prefill_event < PREFILL_EVENT_INTERVAL:
-            return
-        active.t_last_prefill_event = now
-        images_total = progress.prompt.media_count
-        images_done = progress.prompt.truncate(progress.cursor).media_count if images_total else 0
-        active.handle._publish(Prefill(done, total, active.cached_tokens, images_done, images_total))
+        if (event := active.prefill_due(now, force)) is not None:
+            active.handle._publish(event)
 
-    @staticmethod
-    def _owner(active: ActiveRequest) -> str:
-        return active.request.owner or f"request {active.handle.request_id}"
-
-    def _compute_stats(self) -> EngineStats:
-        import llama_cpp as ll
-
-        sequences: list[SequenceStats] = []
-        if self._pool is not None and self._mem:
-            for info in self._pool.snapshot():
-                seq = info.sequence_id
-                cells = int(ll.llama_memory_seq_pos_max(self._mem, seq)) + 1
-                active = self._active.get(seq)
-                reused = info.reusable_tokens
-                if active is not None:
-                    state, owner = SlotState.ACTIVE, self._owner(active)
-                    reused = active.cached_tokens  # what this request took from the cache
-                elif info.state is SequenceState.QUARANTINED:
-                    state, owner = SlotState.QUARANTINED, ""
-                elif info.reusable_tokens:
-                    # Whose conversation the cached prefix is: its next turn will reuse it.
-                    state, owner = SlotState.REUSABLE, self._last_owner.get(seq, "")
-                else:
-                    state, owner = SlotState.EMPTY, ""
-                sequences.append(SequenceStats(seq, state, owner, max(cells, 0), reused))
-        span = (self._rates[-1][0] - self._rates[0][0]) if len(self._rates) > 1 else 0.0
-        decode = sum(r[1] for r in self._rates) / span if span > 0 else 0.0
-        prefill = sum(r[2] for r in self._rates) / span if span > 0 else 0.0
-        return EngineStats(
-            sequences=tuple(sequences),
+    def _stats(self) -> EngineStats:
+        native = self._native
+        slots = {seq: ActiveSlot(a.owner, a.cached_tokens) for seq, a in self._active.items()}
+        return self._counters.snapshot(
+            self._pool if native is not None and native.mem else None,
+            slots,
+            native.cells if native is not None else (lambda _seq: 0),
             n_ctx=self.n_ctx,
             n_ctx_per_sequence=self.n_ctx_seq,
             queue_depth=len(self._waiting),
-            active_requests=len(self._active),
-            prefix_hits=self._hits,
-            prefix_misses=self._misses,
-            tokens_reused=self._reused,
-            decode_tokens_per_second=decode,
-            prefill_tokens_per_second=prefill,
-            batch_fill=self._last_fill,
-            ticks=self._ticks,
-            completed_requests=self._completed,
-            scheduler_tick_us=1e6 * self._scheduler_seconds / self._ticks if self._ticks else 0.0,
-            drafted_tokens=self._drafted,
-            accepted_tokens=self._accepted,
+            drafted=self._speculator.drafted,
+            accepted=self._speculator.accepted,
         )
-
-
-def _text_tokens(layout: PromptLayout) -> list[int]:
-    return [t for segment in layout.segments if isinstance(segment, TextSegment) for t in segment.tokens]

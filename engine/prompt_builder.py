@@ -8,6 +8,7 @@ Executor thread only: tokenizing calls llama.cpp.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,10 +20,18 @@ from engine.chat import (
     tokenize,
     tokenize_conversation,
 )
-from engine.errors import ImageRejected, InvalidChatRequest
-from engine.multimodal import DecodedImage, ProjectorRuntime, TokenizedPrompt, check_message_images
-from engine.requests import ChatRequest
+from engine.errors import EngineError, ImageRejected, InvalidChatRequest
+from engine.multimodal import (
+    DecodedImage,
+    ProjectorRuntime,
+    TokenizedPrompt,
+    check_fits,
+    check_message_images,
+)
+from engine.requests import ChatRequest, PromptTooLong
 from engine.scheduler import MediaSegment, PromptLayout, TextSegment
+
+log = logging.getLogger("hearth.executor")
 
 
 @dataclass
@@ -37,6 +46,32 @@ class PromptBuilder:
     n_ubatch: int
     projector: ProjectorRuntime | None = None
     has_vision: bool = False
+
+    def prepare(
+        self, request: ChatRequest, n_ctx_seq: int
+    ) -> tuple[PromptLayout, tuple[str, ...], tuple[TokenizedPrompt, ...]]:
+        """``build``, refusing a prompt longer than a sequence holds. Every failure is an
+        ``EngineError`` (a bug costs one request, not the engine), with its images released."""
+        media: tuple[TokenizedPrompt, ...] = ()
+        try:
+            try:
+                layout, stops, media = self.build(request)
+            except EngineError:
+                raise
+            except Exception as exc:
+                log.exception("could not prepare request %d", request.request_id)
+                raise EngineError(f"This request could not be prepared: {exc}") from exc
+            if layout.native_positions > n_ctx_seq:
+                if layout.media_count:
+                    check_fits(layout, n_ctx_seq)
+                raise PromptTooLong(
+                    f"The prompt is {layout.logical_tokens:,} tokens; this model was loaded with "
+                    f"{n_ctx_seq:,} per conversation."
+                )
+        except EngineError:
+            self.release(media)
+            raise
+        return layout, stops, media
 
     def build(
         self, request: ChatRequest

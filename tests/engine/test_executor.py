@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-import engine.executor as executor_module
+import engine.active_request as active_request_module
 from engine.chat import ChatMessage
 from engine.errors import Cancelled, EngineError, InvalidChatRequest, LoadFailed, Overloaded
 from engine.loaded_model import Engine, LoadedModel
@@ -112,7 +112,7 @@ def test_scripted_model_says_exactly_its_script(scripted: LoadedModel) -> None:
 def test_multibyte_characters_are_never_split_across_deltas(
     scripted: LoadedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(executor_module, "DELTA_INTERVAL", 0.0)  # one delta per token
+    monkeypatch.setattr(active_request_module, "DELTA_INTERVAL", 0.0)  # one delta per token
     handle = scripted.submit(chat("hello"))
     deltas = [e.text for e in handle.events(timeout=TIMEOUT) if isinstance(e, TextDelta)]
     assert deltas == ["é", " a", "b", "你", "c", "d"]
@@ -131,7 +131,7 @@ def test_multibyte_characters_are_never_split_across_deltas(
 def test_stop_strings_split_across_tokens(
     scripted: LoadedModel, monkeypatch: pytest.MonkeyPatch, stop: tuple[str, ...], expected: str
 ) -> None:
-    monkeypatch.setattr(executor_module, "DELTA_INTERVAL", 0.0)
+    monkeypatch.setattr(active_request_module, "DELTA_INTERVAL", 0.0)
     handle = scripted.submit(chat("hello", stop=stop))
     events = list(handle.events(timeout=TIMEOUT))
     completion = events[-1].completion
@@ -348,7 +348,7 @@ def test_a_failed_shared_batch_fails_only_the_request_that_breaks_it(looping: Lo
     token id) fails that request alone; the streams beside it finish and keep their cache."""
     executor = looping._executor
     original = executor._decode
-    marked = executor._n_vocab - 1  # a valid id that the looping script never says
+    marked = executor._native.n_vocab - 1  # a valid id that the looping script never says
     failed_batches: list[int] = []
 
     def decode(batch):

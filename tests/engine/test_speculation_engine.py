@@ -198,7 +198,7 @@ def test_adaptive_drafting_stops_when_drafts_do_not_pay(tiny_model: Path, refere
     """Random text: lookup drafts are mostly wrong, so the adaptive policy backs off."""
     spec = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=8, min_draft=1)
     model = load(tiny_model, spec)
-    model._executor._cost_model = CPU_COSTS
+    model._executor._speculator.costs = CPU_COSTS
     try:
         assert outputs(model) == reference
         stats = model.stats()
@@ -211,7 +211,7 @@ def test_adaptive_drafting_keeps_going_when_drafts_are_accepted(looping_model: P
     model = load(looping_model, SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=8, min_draft=1))
     try:
         for costs in (CHEAP_ROWS, CPU_COSTS):
-            model._executor._cost_model = costs
+            model._executor._speculator.costs = costs
             completion = model.submit(greedy("go", max_tokens=200)).wait(TIMEOUT)
             assert completion.accepted > 100
     finally:

@@ -55,7 +55,7 @@ def ask(text: str, *images: DecodedImage, **kwargs: object) -> ChatRequest:
 
 def count_image_evaluations(model: LoadedModel, delay: float = 0.0) -> list[str]:
     """Wrap the projector's eval_media; return the list it appends identities to."""
-    runtime: ProjectorRuntime = model._executor._projector
+    runtime: ProjectorRuntime = model._executor._native.projector
     calls: list[str] = []
     original = runtime.eval_media
 

@@ -1,0 +1,86 @@
+"""Every native handle of one loaded model, and the few llama.cpp calls serving makes.
+
+Built by ``engine.model_loader`` and owned by the executor thread: nothing here may be
+touched from another thread. ``ll`` is the ``llama_cpp`` module, imported by the loader
+only after ``native.require_backend`` passed, so a build that failed its self-check is
+never imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.chat import ChatTemplate, token_to_piece
+from engine.draft_model import DraftModel
+from engine.multimodal import ProjectorRuntime
+from engine.native import release_freed_memory
+from engine.native_batch import NativeBatch
+from engine.prompt_builder import PromptBuilder
+from engine.speculative import DraftCostModel
+
+
+@dataclass(eq=False)
+class NativeModel:
+    """The model, its context and batch, the projector and draft model if any, and the
+    sizes llama.cpp settled on (which may differ from the plan's)."""
+
+    ll: Any
+    model: Any = None
+    vocab: Any = None
+    n_vocab: int = 0
+    template: ChatTemplate | None = None
+    ctx: Any = None
+    mem: Any = None
+    n_ctx: int = 0
+    n_seq: int = 0
+    n_batch: int = 0
+    n_ctx_seq: int = 0
+    batch: NativeBatch | None = None
+    projector: ProjectorRuntime | None = None
+    draft: DraftModel | None = None
+    draft_costs: DraftCostModel | None = None  # measured at warm-up when speculation adapts
+    prompts: PromptBuilder | None = None  # once every phase has run
+    progress_callback: Any = None  # a ctypes callback must stay referenced while llama.cpp may call it
+
+    @property
+    def has_vision(self) -> bool:
+        return self.projector is not None and self.projector.supports_vision
+
+    def decode(self, batch: NativeBatch) -> int:
+        return int(self.ll.llama_decode(self.ctx, batch.native()))
+
+    def forget(self, seq: int, start: int = -1) -> bool:
+        """Drop ``seq``'s cells from position ``start`` on (all of them with -1); False where
+        the memory cannot drop a tail (recurrent and hybrid models)."""
+        return bool(self.ll.llama_memory_seq_rm(self.mem, seq, start, -1))
+
+    def cells(self, seq: int) -> int:
+        return max(int(self.ll.llama_memory_seq_pos_max(self.mem, seq)) + 1, 0)
+
+    def sample(self, chain: Any, row: int) -> int:
+        return int(self.ll.llama_sampler_sample(chain, self.ctx, row))
+
+    def is_end(self, token: int) -> bool:
+        return bool(self.ll.llama_vocab_is_eog(self.vocab, token))
+
+    def piece(self, token: int) -> str:
+        return token_to_piece(self.vocab, token, False)
+
+    def free(self) -> None:
+        """Free every handle (safe on a half-loaded model) and give the memory back."""
+        if self.projector is not None:
+            self.projector.free()
+            self.projector = None
+        if self.draft is not None:
+            self.draft.free()
+            self.draft = None
+        if self.ctx:
+            self.ll.llama_free(self.ctx)
+        if self.model:
+            self.ll.llama_model_free(self.model)
+        self.ctx = self.model = self.mem = self.vocab = None
+        self.prompts = None
+        self.batch = None
+        self.progress_callback = None
+        release_freed_memory()
