@@ -85,6 +85,11 @@ class BatchPlanner:
       went to decodes does not cost anyone a turn.
     - Media candidates never enter the token batch: one per tick is returned as
       ``BatchPlan.media``, round-robin by its own cursor.
+    - Output rows (rows with logits) are bounded too, by ``max_outputs``: llama.cpp
+      reserves logits for ``n_outputs_max`` rows and aborts on a batch that asks for more.
+      A decode's rows all have logits; a prefill has at most one (its prompt's last
+      token). Draft rows are cut first, so ``decode rows + prefill items <= max_outputs``
+      holds whenever ``max_outputs`` is at least the number of sequences.
     """
 
     __slots__ = ("_last_media", "_last_prefill", "prefill_quantum")
@@ -100,9 +105,14 @@ class BatchPlanner:
         self._last_prefill = -1
         self._last_media = -1
 
-    def plan(self, candidates: Iterable[Candidate], capacity: int) -> BatchPlan:
+    def plan(
+        self, candidates: Iterable[Candidate], capacity: int, max_outputs: int | None = None
+    ) -> BatchPlan:
+        """``capacity`` rows (n_batch), of which at most ``max_outputs`` with logits."""
         if capacity < 0:
             raise ValueError(f"negative capacity {capacity}")
+        if max_outputs is not None and max_outputs < 0:
+            raise ValueError(f"negative output limit {max_outputs}")
         decodes: list[Candidate] = []
         prefills: list[Candidate] = []
         media: list[Candidate] = []
@@ -125,22 +135,29 @@ class BatchPlanner:
             # Sorted so the batch shape is stable and the backend can reuse its graph.
             decodes.sort(key=_by_id)
             served = decodes[:left]
+            if max_outputs is not None:
+                served = served[:max_outputs]
             left -= len(served)
+            # Draft rows have logits: leave one output for each prompt that may finish.
+            outputs_left = left if max_outputs is None else max_outputs - len(served) - len(prefills)
             extra = [0] * len(served)
             for index, candidate in enumerate(served):
-                if not left:
+                if left <= 0 or outputs_left <= 0:
                     break
-                extra[index] = min(candidate.draft_rows, left)
+                extra[index] = min(candidate.draft_rows, left, outputs_left)
                 left -= extra[index]
+                outputs_left -= extra[index]
             work.extend(
                 BatchWork(candidate.sequence_id, WorkKind.DECODE, 1 + more)
                 for candidate, more in zip(served, extra, strict=True)
             )
 
-        if prefills and left:
+        # Each prefill item may end its prompt, which takes an output row.
+        prefill_items = len(prefills) if max_outputs is None else max(0, max_outputs - len(work))
+        if prefills and left and prefill_items:
             prefills.sort(key=_by_id)
             start = _next_after(prefills, self._last_prefill)
-            order = prefills[start:] + prefills[:start]
+            order = (prefills[start:] + prefills[:start])[:prefill_items]
             given = [0] * len(order)
             quantum = self.prefill_quantum
             hungry = True

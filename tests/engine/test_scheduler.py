@@ -973,3 +973,47 @@ def test_common_token_prefix_matches_a_plain_loop(a: list[int], b: list[int], as
         expected += 1
     assert common_token_prefix(tuple(a) if as_tuple else a, b) == expected  # list vs tuple too
     assert common_token_prefix(a, a + b) == len(a)
+
+
+def test_output_rows_never_exceed_the_limit_drafts_are_cut_first() -> None:
+    """llama.cpp aborts on a batch with more logit rows than n_outputs_max."""
+    candidates = [Candidate(i, DECODE, draft_rows=8) for i in range(4)]
+    # 4 sequences x (1 + 2 drafts): what a load with max_draft 2 reserves. The speculator
+    # drafts at most 2 per sequence; the planner holds the total even when it is handed more.
+    plan = BatchPlanner().plan(candidates, capacity=512, max_outputs=12)
+    assert ids(plan) == [(0, DECODE, 9), (1, DECODE, 1), (2, DECODE, 1), (3, DECODE, 1)]
+    # A prompt that may finish keeps one output row for its last token.
+    plan = BatchPlanner().plan([*candidates[:3], Candidate(3, PREFILL, 100)], capacity=512, max_outputs=8)
+    assert plan.decode_rows == 7 and ids(plan)[-1] == (3, PREFILL, 100)
+    assert ids(BatchPlanner().plan(candidates, capacity=512, max_outputs=4)) == [
+        (i, DECODE, 1) for i in range(4)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([DECODE, PREFILL]), st.integers(0, 40), st.integers(0, 16)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(1, 600),
+    st.integers(0, 16),
+)
+def test_property_outputs_bounded_by_sequences_times_draft_limit(
+    work: list[tuple[WorkKind, int, int]], capacity: int, max_draft: int
+) -> None:
+    """With n_outputs_max = sequences x (1 + max_draft), as Hearth loads, no batch asks for
+    more logit rows, however many drafts the candidates bring."""
+    candidates = [
+        Candidate(i, kind, remaining, draft_rows if kind is DECODE else 0)
+        for i, (kind, remaining, draft_rows) in enumerate(work)
+    ]
+    max_outputs = len(candidates) * (1 + max_draft)
+    plan = BatchPlanner().plan(candidates, capacity, max_outputs)
+    prefill_items = sum(1 for w in plan.work if w.kind is PREFILL)
+    assert plan.decode_rows + prefill_items <= max_outputs
+    assert plan.n_rows <= capacity
+    # The bound is not bought with tokens: every decode still gets its pending row.
+    decoding = [c for c in candidates if c.kind is DECODE]
+    assert sum(1 for w in plan.work if w.kind is DECODE) == min(len(decoding), capacity)
