@@ -258,7 +258,13 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
     plan = plan_load(
         inspect_model(args.model),
         take_snapshot(),
-        LoadRequest(context_per_conversation=args.ctx, parallel=1, projector=projector, draft=draft),
+        LoadRequest(
+            context_per_conversation=args.ctx,
+            parallel=1,
+            projector=projector,
+            draft=draft,
+            max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
+        ),
     )
     model = Engine.load(plan, speculation=speculation).wait_ready()
     try:

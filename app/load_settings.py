@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine import KvCacheType, LoadRequest, ModelInfo, SpeculationConfig, SpeculationMode
+from engine import DEFAULT_MAX_DRAFT, KvCacheType, LoadRequest, ModelInfo, SpeculationConfig, SpeculationMode
 
 
 def settings_key(model_path: Path) -> str:
@@ -43,6 +43,7 @@ def request_from_dict(data: dict[str, Any], find: Callable[[Path], ModelInfo | N
             kv_type=KvCacheType(data.get("kv_type", "f16")),
             projector=projector,
             draft=draft,
+            max_draft=DEFAULT_MAX_DRAFT if spec == "lookup" else 0,
         )
     except (KeyError, TypeError, ValueError):
         return None

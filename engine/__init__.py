@@ -30,6 +30,7 @@ _EXPORTS = {
     "GREEDY": "engine.sampling",
     "DEFAULT_MAX_TOKENS": "engine.defaults",
     "DEFAULT_CONTEXT_PER_CONVERSATION": "engine.defaults",
+    "DEFAULT_MAX_DRAFT": "engine.defaults",
     "Completion": "engine.requests",
     "StopReason": "engine.requests",
     "RequestHandle": "engine.requests",

@@ -95,7 +95,7 @@ class BareContext:
         self.model = ll.llama_model_load_from_file(str(plan.model.path).encode(), mparams)
         self.ctx = ll.llama_init_from_model(self.model, context_params(ll, p))
         self.vocab = ll.llama_model_get_vocab(self.model)
-        self.batch = NativeBatch(p.n_batch)
+        self.batch = NativeBatch(p.n_batch, p.outputs_max)
 
     def tokenize(self, text: str) -> list[int]:
         from engine.chat import tokenize
@@ -310,6 +310,7 @@ def speculation_benchmark(
         parallel=1,
         threads=threads,
         draft=inspect_model(draft) if draft else None,
+        max_draft=speculation.max_draft if speculation.enabled else 0,
     )
     plan = plan_load(inspect_model(path), take_snapshot(), request)
     model = Engine.load(plan, speculation=speculation).wait_ready(600)

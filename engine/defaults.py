@@ -13,3 +13,6 @@ DEFAULT_CONTEXT_PER_CONVERSATION = 4096
 DEFAULT_N_BATCH = 512
 # Requests that may wait for a free sequence before new ones are refused as overloaded.
 DEFAULT_QUEUE_CAPACITY = 32
+# Drafts per sequence per tick with speculation: an upper bound (the adaptive policy drafts
+# what pays). Each draft is a logit row llama.cpp must reserve, so loads plan for it.
+DEFAULT_MAX_DRAFT = 16

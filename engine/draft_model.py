@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -161,7 +162,7 @@ class DraftModel:
         self.n_batch = n_batch
         self.n_vocab = int(ll.llama_vocab_n_tokens(self._vocab))
         self.p_min = p_min
-        self._batch: NativeBatch = NativeBatch(n_batch)
+        self._batch: NativeBatch = NativeBatch(n_batch, max_outputs=n_seq)
         self._kv: list[list[int]] = [[] for _ in range(n_seq)]
         self.decodes = 0  # llama_decode calls, for stats and tests
 
@@ -223,7 +224,9 @@ class DraftModel:
                 )
             n_seq = max(1, params.n_seq_max)
             n_ctx_seq = cells_per_sequence(params.n_ctx, n_seq, params.kv_unified)
-            cparams = context_params(ll, params, n_ctx=n_ctx_seq * n_seq, kv_unified=False)
+            # One logit row per sequence per batch: the draft's own greedy next token.
+            own = replace(params, n_outputs_max=n_seq, n_outputs_max_per_seq=1)
+            cparams = context_params(ll, own, n_ctx=n_ctx_seq * n_seq, kv_unified=False)
             ctx = ll.llama_init_from_model(model, cparams)
             if not ctx:
                 raise LoadFailed(

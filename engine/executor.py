@@ -360,7 +360,8 @@ class Executor(QThread):
             candidates = [c for c in candidates if c.sequence_id == alone]
         if not candidates:
             return
-        plan = self._planner.plan(candidates, self.n_batch)
+        assert self._native is not None
+        plan = self._planner.plan(candidates, self.n_batch, self._native.n_outputs)
         progress = {seq: a.progress for seq, a in self._active.items()}
         if plan.media is not None:
             # Its own step, before the token batch: an image evaluation leaves no logits

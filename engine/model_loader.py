@@ -108,6 +108,13 @@ class ModelLoader:
         if info.file_size != plan.model.file_size:
             raise LoadFailed(f"{plan.model.path.name} changed since it was planned; plan again.")
         draft_model = self.speculation.mode is SpeculationMode.DRAFT_MODEL
+        reserved = plan.params.n_outputs_max_per_seq - 1 if plan.params.n_outputs_max else None
+        if self.speculation.enabled and reserved is not None and self.speculation.max_draft > reserved:
+            # Draft rows are logit rows llama.cpp must reserve; the plan counted their memory.
+            raise LoadFailed(
+                f"Plan again with speculation (max_draft={self.speculation.max_draft}): "
+                f"the plan reserved {reserved} draft rows per conversation."
+            )
         if draft_model:
             if plan.request.draft is None:
                 raise LoadFailed("Plan again with the draft model: its memory was not counted.")
@@ -154,7 +161,8 @@ class ModelLoader:
         native.n_seq = ll.llama_n_seq_max(ctx)
         native.n_batch = min(ll.llama_n_batch(ctx), p.n_batch)
         native.n_ctx_seq = cells_per_sequence(native.n_ctx, native.n_seq, p.kv_unified)
-        native.batch = NativeBatch(native.n_batch)
+        native.n_outputs = p.outputs_max
+        native.batch = NativeBatch(native.n_batch, native.n_outputs)
 
     def _load_projector(self) -> None:
         projector = self.plan.request.projector
@@ -209,7 +217,7 @@ class ModelLoader:
         """Time decodes of 1..max_draft+1 rows on this machine: whether a draft pays
         depends on what an extra row of logits costs here."""
         spec, native = self.speculation, self.native
-        top = min(spec.max_draft + 1, native.n_batch, native.n_ctx_seq)
+        top = min(spec.max_draft + 1, native.n_outputs, native.n_ctx_seq)
         timings: dict[int, float] = {}
         for rows in sorted({1, 2, 3, 5, 9, top} - {r for r in (2, 3, 5, 9) if r > top}):
             best = float("inf")

@@ -13,10 +13,15 @@ import numpy as np
 
 
 class NativeBatch:
-    def __init__(self, capacity: int) -> None:
+    """``capacity`` rows (n_batch), at most ``max_outputs`` of them with logits
+    (n_outputs_max): llama.cpp aborts on a batch over either, so neither gets through."""
+
+    def __init__(self, capacity: int, max_outputs: int | None = None) -> None:
         import llama_cpp as ll
 
         self.capacity = capacity
+        self.max_outputs = capacity if max_outputs is None else max_outputs
+        self.n_outputs = 0
         self.token = np.zeros(capacity, dtype=np.int32)
         self.pos = np.zeros(capacity, dtype=np.int32)
         self.n_seq_id = np.ones(capacity, dtype=np.int32)
@@ -39,6 +44,7 @@ class NativeBatch:
 
     def clear(self) -> None:
         self.n_tokens = 0
+        self.n_outputs = 0
 
     def add_run(self, seq_id: int, position: int, tokens: Any, logit_rows: range) -> None:
         """Append ``tokens`` of one sequence at consecutive positions from ``position``."""
@@ -48,12 +54,16 @@ class NativeBatch:
         if end > self.capacity:
             # llama.cpp aborts the process on a batch over n_batch: never let one through.
             raise ValueError(f"batch overflow: {end} rows > {self.capacity}")
+        outputs = self.n_outputs + len(logit_rows)
+        if outputs > self.max_outputs:
+            raise ValueError(f"batch overflow: {outputs} logit rows > {self.max_outputs}")
         self.token[start:end] = tokens
         self.pos[start:end] = np.arange(position, position + n, dtype=np.int32)
         self.seq_id[start:end] = seq_id
         self.logits[start:end] = 0
         for row in logit_rows:
             self.logits[row] = 1
+        self.n_outputs = outputs
         self.n_tokens = end
 
     def native(self) -> Any:

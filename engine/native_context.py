@@ -9,7 +9,11 @@ from engine.planner import LlamaParams
 
 
 def context_params(
-    ll: Any, params: LlamaParams, *, n_ctx: int | None = None, kv_unified: bool | None = None
+    ll: Any,
+    params: LlamaParams,
+    *,
+    n_ctx: int | None = None,
+    kv_unified: bool | None = None,
 ) -> Any:
     """``llama_context_params`` for ``params``; ``ll`` is the ``llama_cpp`` module (imported
     by the caller, on the executor thread). A draft model passes its own ``n_ctx`` and keeps
@@ -26,5 +30,8 @@ def context_params(
     c.flash_attn_type = params.flash_attn_type
     c.swa_full = params.swa_full
     c.kv_unified = params.kv_unified if kv_unified is None else kv_unified
+    # Logit rows to reserve (0: n_batch, hundreds of MiB for a large vocabulary).
+    c.n_outputs_max = params.n_outputs_max
+    c.n_outputs_max_per_seq = params.n_outputs_max_per_seq
     c.no_perf = True
     return c

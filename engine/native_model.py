@@ -36,6 +36,7 @@ class NativeModel:
     n_seq: int = 0
     n_batch: int = 0
     n_ctx_seq: int = 0
+    n_outputs: int = 0  # logit rows one batch may have (n_outputs_max)
     batch: NativeBatch | None = None
     projector: ProjectorRuntime | None = None
     draft: DraftModel | None = None

@@ -18,7 +18,13 @@ What llama.cpp allocates, and how it is predicted here:
 - compute: the scheduler's worst-case graph for one micro-batch. Its peak is either the
   final logits (``n_ubatch x n_vocab`` floats, which dominates for large vocabularies) or
   a transformer layer's live intermediates plus the attention masks.
-- output: the host buffer for logits, ``n_seq_max x n_vocab`` floats at creation.
+- output: the host buffer for logits, ``n_seq_max x n_vocab`` floats at creation, growing to
+  ``n_outputs_max`` rows when a batch verifies drafts.
+
+Logit rows are what make compute and output large for big vocabularies, so Hearth sets
+``n_outputs_max`` to what it samples, as llama-server does: one row per sequence, plus the
+draft rows speculation may verify (``LoadRequest.max_draft``). Left at 0, llama.cpp would
+reserve ``n_batch`` rows: 297 MiB of logits for Qwen2.5's 151,936 tokens at n_batch 512.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engine.catalog import ModelInfo
-from engine.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_N_BATCH
+from engine.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_DRAFT, DEFAULT_N_BATCH
 from engine.errors import EngineError
 from engine.hardware import GpuInfo, HardwareSnapshot
+from engine.speculative import MAX_DRAFT_LIMIT
 from engine.units import format_bytes
 
 MIB = 1024 * 1024
@@ -120,6 +127,15 @@ class LoadRequest:
     projector: ModelInfo | None = None
     draft: ModelInfo | None = None
     threads: int | None = None
+    # Draft tokens each sequence may verify per tick (speculation); 0: none. With a draft
+    # model and 0 here, the default draft length is reserved.
+    max_draft: int = 0
+
+    @property
+    def draft_rows(self) -> int:
+        if self.max_draft:
+            return self.max_draft
+        return DEFAULT_MAX_DRAFT if self.draft is not None else 0
 
 
 @dataclass(frozen=True)
@@ -140,6 +156,15 @@ class LlamaParams:
     n_threads_batch: int
     projector_use_gpu: bool = False  # mtmd_context_params.use_gpu
     draft_n_gpu_layers: int = 0
+    # Logit rows llama.cpp reserves (0: n_batch). A batch with more aborts the process:
+    # the batch planner keeps under it.
+    n_outputs_max: int = 0
+    n_outputs_max_per_seq: int = 0
+
+    @property
+    def outputs_max(self) -> int:
+        """The logit rows one batch may ask for, as llama.cpp will enforce it."""
+        return min(self.n_outputs_max, self.n_batch) if self.n_outputs_max else self.n_batch
 
     @property
     def flash_attn_type(self) -> int:
@@ -154,6 +179,13 @@ class LlamaParams:
     def n_ctx_seq(self) -> int:
         """KV cells per conversation: decode returns 1 when a sequence reaches this."""
         return cells_per_sequence(self.n_ctx, self.n_seq_max, self.kv_unified)
+
+
+def output_rows(n_seq: int, max_draft: int, n_batch: int) -> tuple[int, int]:
+    """(n_outputs_max, n_outputs_max_per_seq): a row per sequence plus its draft rows,
+    within the batch (llama-server's common_speculative_get_output_limits)."""
+    per_seq = min(n_batch, 1 + max(0, max_draft))
+    return min(n_batch, max(1, n_seq) * per_seq), per_seq
 
 
 def cells_per_sequence(n_ctx: int, n_seq: int, kv_unified: bool) -> int:
@@ -411,8 +443,8 @@ class ComputeEstimate:
 def compute_estimate(shape: ModelShape, params: LlamaParams) -> ComputeEstimate:
     """Worst-case scheduler buffers (llama_context::sched_reserve), flash attention on.
 
-    sched_reserve sizes the graph for min(n_ctx, n_ubatch) tokens with one output per
-    token, and for n_seq_max single-token sequences. ggml-alloc frees each tensor after
+    sched_reserve sizes the graph for min(n_ctx, n_ubatch) tokens with min(that,
+    n_outputs_max) outputs, and for n_seq_max single-token sequences. ggml-alloc frees each tensor after
     its last use, so the peak is the larger of two moments:
 
     - inside a layer: the attention masks (inputs, alive until the last layer; f16 with
@@ -421,9 +453,11 @@ def compute_estimate(shape: ModelShape, params: LlamaParams) -> ComputeEstimate:
       token with attention = 2*n_embd + 2*n_head*head_dim + 2*n_head_kv*head_dim and
       FFN = 3*n_ff + 2*n_embd, or + 4*n_embd once n_ff > 2*n_embd (ggml-alloc then cannot
       reuse the residual's block);
-    - at the end: n_outputs x n_vocab logits plus two n_embd-wide hidden states.
+    - at the end: n_outputs x n_vocab logits plus two n_embd-wide hidden states (the last
+      layer keeps only the output rows, ``inp_out_ids``).
     """
     n_tokens = max(min(params.n_ctx, params.n_ubatch), params.n_seq_max)
+    n_outputs = min(n_tokens, params.outputs_max)
     cells = params.n_ctx if params.kv_unified else params.n_ctx_seq
     mask_kv = cells
     if shape.has_swa:
@@ -438,18 +472,16 @@ def compute_estimate(shape: ModelShape, params: LlamaParams) -> ComputeEstimate:
     attention = 2 * e + 2 * q + 2 * kv
     ffn = 3 * ff + (4 * e if ff > 2 * e else 2 * e)
     layers = mask_bytes + n_tokens * max(attention, ffn) * F32
-    logits = n_tokens * (shape.n_vocab + 2 * e) * F32
+    logits = n_outputs * (shape.n_vocab + 2 * e) * F32
     host = 2 * n_tokens * e * F32  # token embeddings looked up on the host, copied over
     return ComputeEstimate(layers=layers, logits=logits, host_staging=host)
 
 
 def output_buffer_bytes(shape: ModelShape, params: LlamaParams) -> int:
-    """llama_context::output_reserve(n_seq_max): logits for one row per sequence.
-
-    The buffer grows at decode time when a batch asks for more logit rows (draft
-    verification does); this is its size after loading, which llama.cpp reports.
-    """
-    return params.n_seq_max * shape.n_vocab * F32
+    """llama_context::output_reserve: logits for one row per sequence at creation (what
+    llama.cpp logs), grown at decode time to the rows a batch asks for, at most
+    ``n_outputs_max`` (draft verification): the plan counts the most it can grow to."""
+    return max(params.n_seq_max, params.outputs_max) * shape.n_vocab * F32
 
 
 def non_causal_image_tokens(projector: ModelInfo | None) -> int:
@@ -618,6 +650,10 @@ def _validate(
         )
     if request.threads is not None and request.threads < 1:
         raise InvalidLoadRequest(f"Threads must be 1 or more (got {request.threads})")
+    if not 0 <= request.max_draft <= MAX_DRAFT_LIMIT:
+        raise InvalidLoadRequest(
+            f"Draft length must be 0 to {MAX_DRAFT_LIMIT} tokens (got {request.max_draft})"
+        )
     if request.kv_type.is_quantized:
         block = request.kv_type.block_size
         # llama_init_from_model refuses a quantized cache whose rows are not whole blocks.
@@ -708,7 +744,13 @@ def _layout(
     draft_layers = 0
     if draft_shape is not None:
         d_all = draft_shape.n_gpu_layers_all
-        d_params = replace(params, n_gpu_layers=d_all if gpus else 0, draft_n_gpu_layers=0)
+        d_params = replace(
+            params,
+            n_gpu_layers=d_all if gpus else 0,
+            draft_n_gpu_layers=0,
+            n_outputs_max=params.n_seq_max,  # the draft model samples one row per sequence
+            n_outputs_max_per_seq=1,
+        )
         d_cpu, d_gpu = _model_tallies(draft_shape, d_params, gpus[:1], bool(gpus))
         d_gpu_total = d_gpu[0].total if d_gpu else 0
         # The draft goes wholly onto the first GPU when the target is fully offloaded and
@@ -762,6 +804,7 @@ def _plan(
     reasons = list(settings.reasons)
 
     quantized_v = request.kv_type.is_quantized
+    n_outputs_max, n_outputs_per_seq = output_rows(settings.parallel, request.draft_rows, settings.n_batch)
     base = LlamaParams(
         n_gpu_layers=0,
         n_ctx=settings.context * settings.parallel,
@@ -775,6 +818,8 @@ def _plan(
         swa_full=True,  # full-size SWA caches keep cached prefixes reusable
         n_threads=settings.threads,
         n_threads_batch=settings.threads,
+        n_outputs_max=n_outputs_max,
+        n_outputs_max_per_seq=n_outputs_per_seq,
     )
     if quantized_v:
         reasons.append(f"Flash attention on: a {request.kv_type.value} V cache requires it.")
@@ -937,12 +982,11 @@ def _memory_reasons(
         f"KV cache {format_bytes(kv_total)}: {p.n_seq_max} × {p.n_ctx_seq:,} tokens × {shape.n_layer} layers "
         f"({p.type_k.value})."
     )
-    est = compute_estimate(shape, p)
-    if est.logits >= est.layers and shape.n_vocab >= 65536:
-        reasons.append(
-            f"Compute buffer is mostly the logits of a {min(p.n_ubatch, p.n_ctx)}-token micro-batch over a "
-            f"{shape.n_vocab:,}-token vocabulary; a smaller micro-batch shrinks it."
-        )
+    draft_rows = p.n_outputs_max_per_seq - 1
+    reasons.append(
+        f"Logits reserved for {p.outputs_max} row{'s' if p.outputs_max > 1 else ''}: one per conversation"
+        + (f" plus {draft_rows} draft row{'s' if draft_rows > 1 else ''} each." if draft_rows > 0 else ".")
+    )
     if request.projector is not None:
         where = "GPU" if layout.projector_on_gpu else "CPU"
         reasons.append(f"Projector {request.projector.display_name} on the {where}.")

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from engine.defaults import DEFAULT_MAX_DRAFT
 from engine.errors import EngineError
 
 MAX_DRAFT_LIMIT = 32  # verification rows are logit rows: more than this costs more than it wins
@@ -75,7 +76,7 @@ class SpeculationConfig:
 
     mode: SpeculationMode = SpeculationMode.OFF
     draft_path: Path | None = None
-    max_draft: int = 16  # an upper bound: the adaptive policy drafts what pays
+    max_draft: int = DEFAULT_MAX_DRAFT  # an upper bound: the adaptive policy drafts what pays
     min_draft: int = 2
     ngram_min: int = 2  # a single repeated token is weak evidence of copying
     ngram_max: int = 4

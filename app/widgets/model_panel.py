@@ -21,6 +21,7 @@ from app.presenters import model_facts
 from app.widgets.load_progress import LoadProgress
 from app.widgets.memory_bar import MemoryBar
 from engine import (
+    DEFAULT_MAX_DRAFT,
     EngineError,
     HardwareSnapshot,
     KvCacheType,
@@ -245,6 +246,7 @@ class ModelPanel(QWidget):
             kv_type=self.kv_combo.currentData(),
             projector=self.projector_combo.currentData(),
             draft=speculation if isinstance(speculation, ModelInfo) else None,
+            max_draft=DEFAULT_MAX_DRAFT if speculation == "lookup" else 0,  # the draft model's: its default
         )
 
     def current_speculation(self) -> SpeculationConfig | None:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.catalog import ModelInfo, ModelKind, ProjectorInfo
+from engine.defaults import DEFAULT_MAX_DRAFT
 from engine.errors import EngineError
 from engine.hardware import GpuInfo, HardwareSnapshot
 from engine.planner import (
@@ -26,12 +27,14 @@ from engine.planner import (
     layer_devices,
     model_shape,
     non_causal_image_tokens,
+    output_rows,
     pad_context,
     plan_load,
     ram_reserve,
     swa_cache_cells,
     vram_reserve,
 )
+from engine.speculative import MAX_DRAFT_LIMIT
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -288,14 +291,30 @@ def test_batch_sizes_and_threads() -> None:
 # -- compute and output -------------------------------------------------------------------------
 
 
-def test_compute_is_dominated_by_logits_for_a_large_vocabulary() -> None:
+def test_logit_rows_are_what_is_sampled_one_per_sequence_plus_drafts() -> None:
+    """llama-server's output limits: n_parallel x (1 + draft), within the batch."""
+    assert output_rows(1, 0, 512) == (1, 1)
+    assert output_rows(4, 0, 512) == (4, 4 // 4)
+    assert output_rows(4, 16, 512) == (68, 17)
+    assert output_rows(8, 32, 64) == (64, 33)  # never more rows than the batch has
+    p = plan(gemma3_270m(), context_per_conversation=1024, parallel=4, max_draft=6)
+    assert (p.params.n_outputs_max, p.params.n_outputs_max_per_seq) == (28, 7)
+    assert plan(gemma3_270m(), parallel=4).params.n_outputs_max == 4
+    assert plan(gemma3_270m(), draft=gemma3_270m()).params.n_outputs_max_per_seq == 1 + DEFAULT_MAX_DRAFT
+
+
+def test_compute_holds_logits_only_for_sampled_rows() -> None:
+    """Before n_outputs_max, Gemma's compute buffer held 512 rows of a 262k vocabulary
+    (514.5 MiB, as llama.cpp logged); now a layer's intermediates are the peak."""
     g = gemma3_270m()
-    for ubatch, expected_mib in ((512, 514.5), (128, 128.625)):
+    for ubatch in (512, 128):
         p = plan(g, context_per_conversation=2048, n_ubatch=ubatch)
         est = compute_estimate(model_shape(g), p.params)
-        assert est.logits > est.layers
-        assert p.memory[0].compute == est.peak == ubatch * (262144 + 2 * 640) * 4
-        assert p.memory[0].compute / MIB == pytest.approx(expected_mib, abs=0.01)  # llama.cpp's figures
+        assert est.logits == 1 * (262144 + 2 * 640) * 4
+        assert est.layers > est.logits
+        assert p.memory[0].compute == est.peak < 32 * MIB
+    spec = plan(g, context_per_conversation=2048, parallel=2, max_draft=8)
+    assert compute_estimate(model_shape(g), spec.params).logits == 2 * 9 * (262144 + 2 * 640) * 4
 
 
 def test_compute_grows_with_context_when_the_vocabulary_is_small() -> None:
@@ -309,6 +328,16 @@ def test_compute_grows_with_context_when_the_vocabulary_is_small() -> None:
 def test_output_buffer_is_one_logit_row_per_sequence() -> None:
     p = plan(gemma3_270m(), context_per_conversation=1024, parallel=4)
     assert p.memory[0].output == 4 * 262144 * 4 == 4 * MIB
+
+
+def test_output_buffer_counts_the_draft_rows_it_grows_to() -> None:
+    p = plan(gemma3_270m(), context_per_conversation=1024, parallel=4, max_draft=3)
+    assert p.memory[0].output == 16 * 262144 * 4
+
+
+def test_draft_length_out_of_range_is_refused() -> None:
+    with pytest.raises(InvalidLoadRequest, match="Draft length"):
+        plan(gemma3_270m(), max_draft=MAX_DRAFT_LIMIT + 1)
 
 
 # -- GPU placement ------------------------------------------------------------------------------
@@ -440,14 +469,15 @@ def test_context_suggestion_is_the_largest_that_fits() -> None:
     assert not plan_load(make_info(), hw, replace(ctx.request, context_per_conversation=c + 256)).fits
 
 
-def test_ubatch_suggestion_when_logits_dominate() -> None:
+def test_a_smaller_micro_batch_is_no_longer_needed_for_the_logits() -> None:
+    """Gemma at n_ubatch 512 once needed 514 MiB of compute (logits for 512 rows) and did
+    not fit this machine without a smaller micro-batch; with logits sized to the sampled
+    rows it fits at full prefill speed."""
     g = gemma3_270m()
     hw = machine(ram=1 * GIB + 200 * MIB)
     p = plan(g, hw, context_per_conversation=2048)
-    assert p.verdict is Verdict.DOES_NOT_FIT
-    ub = [s for s in p.suggestions if s.request.n_ubatch]
-    assert ub and ub[0].request.n_ubatch < 512
-    assert plan_load(g, hw, ub[0].request).fits
+    assert p.verdict is Verdict.FITS and p.params.n_ubatch == 512
+    assert not [s for s in p.suggestions if s.request.n_ubatch]
 
 
 def test_vram_limit_with_explicit_layers_suggests_fewer() -> None:

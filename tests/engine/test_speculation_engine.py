@@ -28,10 +28,12 @@ PROMPTS = [
 
 
 def load(path: Path, speculation: SpeculationConfig | None = None, draft: Path | None = None) -> LoadedModel:
-    request = {"draft": inspect_model(draft)} if draft else {}
-    plan = plan_for(path, ctx=1024, parallel=4, **request)
     if draft and speculation is None:
         speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=draft, adaptive=False)
+    request: dict[str, object] = {"draft": inspect_model(draft)} if draft else {}
+    if speculation is not None and speculation.enabled:
+        request["max_draft"] = speculation.max_draft
+    plan = plan_for(path, ctx=1024, parallel=4, **request)
     return Engine.load(plan, speculation=speculation).wait_ready(TIMEOUT)
 
 

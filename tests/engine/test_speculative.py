@@ -701,4 +701,4 @@ def test_the_speculation_policy_is_pure() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     stdlib = {"__future__", "enum", "math", "collections.abc", "dataclasses", "pathlib", "typing"}
-    assert imported <= stdlib | {"engine.errors"}, imported - stdlib
+    assert imported <= stdlib | {"engine.errors", "engine.defaults"}, imported - stdlib

@@ -124,13 +124,13 @@ def test_speculation_agrees_until_a_near_tie_and_every_token_passes_solo_scoring
     from engine.speculative import SpeculationConfig, SpeculationMode
 
     if source == "draft":
-        plan = plan_for(gemma_path, ctx=1024, parallel=1, draft=inspect_model(gemma_path))
+        plan = plan_for(gemma_path, ctx=1024, parallel=1, draft=inspect_model(gemma_path), max_draft=4)
         # Gemma 3 270M as its own draft model; always draft, to verify many rows.
         speculation = SpeculationConfig(
             SpeculationMode.DRAFT_MODEL, draft_path=gemma_path, max_draft=4, min_draft=1, adaptive=False
         )
     else:
-        plan = plan_for(gemma_path, ctx=1024, parallel=1)
+        plan = plan_for(gemma_path, ctx=1024, parallel=1, max_draft=6)
         speculation = SpeculationConfig(
             SpeculationMode.PROMPT_LOOKUP, max_draft=6, min_draft=1, adaptive=False
         )
