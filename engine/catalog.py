@@ -128,6 +128,10 @@ class ModelInfo:
     arrays: Mapping[str, tuple[Scalar, ...]] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False
     )
+    # Weights llama.cpp multiplies with (so its CPU backend may repack them), summed as
+    # (ggml type name, rows divisible by 8 / 4 / neither -> 8, 4 or 1, bytes): what the
+    # planner needs to predict the CPU_REPACK buffer without the tensor table.
+    matmul_weights: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def has_chat_template(self) -> bool:
@@ -974,6 +978,7 @@ def _describe(path: Path, size: int, header: _Header) -> ModelInfo:
         if t.name == "output.weight":
             output = t.n_bytes
     n_blocks = max(block_bytes) + 1 if block_bytes else 0
+    matmul_weights = _matmul_weights(tensors)
     parameter_count = sum(t.n_elements for t in tensors)
 
     def key(suffix: str) -> Scalar | None:
@@ -1015,6 +1020,7 @@ def _describe(path: Path, size: int, header: _Header) -> ModelInfo:
         block_tensor_bytes=tuple(block_bytes.get(i, 0) for i in range(n_blocks)),
         other_tensor_bytes=other,
         output_tensor_bytes=output,
+        matmul_weights=matmul_weights,
         context_length=_as_int(key("context_length")),
         block_count=_as_int(key("block_count")),
         embedding_length=n_embd,
@@ -1248,6 +1254,35 @@ def _size_label(parameter_count: int) -> str | None:
     if parameter_count <= 0:
         return None
     return gguf.utility.model_weight_count_rounded_notation(parameter_count)
+
+
+# Looked up by row (GET_ROWS), never multiplied: llama.cpp keeps them in the mapped file.
+_LOOKUP_TENSORS = ("token_embd.", "pos_embd.", "token_types.")
+
+
+def _matmul_weights(tensors: Iterable[_Tensor]) -> tuple[tuple[str, int, int], ...]:
+    """Bytes of the 2-D and 3-D (expert) weights, by type and row multiple. A model
+    without ``output.weight`` multiplies with a second copy of its token embeddings."""
+    sums: dict[tuple[str, int], int] = {}
+    names = set()
+    embeddings = None
+    for t in tensors:
+        names.add(t.name)
+        if t.name == "token_embd.weight":
+            embeddings = t
+        if len(t.shape) not in (2, 3) or t.name.startswith(_LOOKUP_TENSORS) or "conv1d" in t.name:
+            continue
+        _add_weight(sums, t)
+    if embeddings is not None and "output.weight" not in names and len(embeddings.shape) == 2:
+        _add_weight(sums, embeddings)
+    return tuple(sorted((name, rows, n) for (name, rows), n in sums.items()))
+
+
+def _add_weight(sums: dict[tuple[str, int], int], t: _Tensor) -> None:
+    rows = t.shape[1]
+    multiple = 8 if rows % 8 == 0 else 4 if rows % 4 == 0 else 1
+    key = (_ggml_type_name(t.ggml_type), multiple)
+    sums[key] = sums.get(key, 0) + t.n_bytes
 
 
 def _ggml_type_name(ggml_type: int) -> str:

@@ -50,7 +50,7 @@ _log = logging.getLogger(__name__)
 _STATE_VERSION = 1
 # Bump when catalog.inspect starts reporting something different for the same file, so
 # results cached by an older Hearth are not reused.
-_INSPECT_VERSION = 1
+_INSPECT_VERSION = 2
 _SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 Identity = tuple[tuple[str, int, int], ...]  # (file name, size, mtime_ns) for each part
@@ -645,7 +645,7 @@ def _info_from_json(data: Mapping[str, Any]) -> ModelInfo:
         elif f.name in _MAPPINGS:
             value = MappingProxyType({k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
         elif isinstance(value, list):
-            value = tuple(value)
+            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
         kwargs[f.name] = value
     return ModelInfo(**kwargs)
 

@@ -108,7 +108,13 @@ class LoadPhase(enum.Enum):
 class Verdict(enum.Enum):
     FITS = "fits"
     PARTIAL_OFFLOAD = "fits with partial offload"
+    TIGHT = "tight: may swap"  # fits, but within TIGHT_MARGIN of the free memory
     DOES_NOT_FIT = "does not fit"
+
+
+# A plan this close to a device's free memory (after the reserve) may still swap or be
+# squeezed by whatever else the machine starts: say so, and offer headroom.
+TIGHT_MARGIN = 0.10
 
 
 class InvalidLoadRequest(EngineError, ValueError):
@@ -207,10 +213,19 @@ class DeviceMemory:
     draft: int
     available: int  # free bytes on the device when planned
     reserve: int = 0  # of ``available``, kept free for the OS, the app or the GPU driver
+    repack: int = 0  # CPU_REPACK: weights copied into this CPU's SIMD layout
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.compute + self.output + self.projector + self.draft
+        return (
+            self.weights
+            + self.repack
+            + self.kv_cache
+            + self.compute
+            + self.output
+            + self.projector
+            + self.draft
+        )
 
     @property
     def usable(self) -> int:
@@ -291,6 +306,7 @@ class ModelShape:
     tensor_bytes: int
     embedding_bytes: int  # token_embd (+ norms): always on the host
     output_bytes: int  # output.weight; 0 when tied to the token embeddings
+    matmul_weights: tuple[tuple[str, int, int], ...] = ()  # ModelInfo.matmul_weights
 
     @property
     def has_swa(self) -> bool:
@@ -363,7 +379,49 @@ def model_shape(info: ModelInfo) -> ModelShape:
         tensor_bytes=info.tensor_bytes,
         embedding_bytes=embedding,
         output_bytes=info.output_tensor_bytes,
+        matmul_weights=info.matmul_weights,
     )
+
+
+# ggml-cpu/repack.cpp (ggml_repack_get_optimal_repack_type): which weight types the CPU
+# backend copies into a CPU_REPACK buffer laid out for its SIMD width, given the features
+# it was built with and the weight's row count. (features, type, rows must divide by).
+REPACK_RULES: tuple[tuple[frozenset[str], str, int], ...] = tuple(
+    (frozenset(features), ggml_type, rows)
+    for features, ggml_type, rows in (
+        (("AVX2",), "Q4_0", 8),
+        (("AVX2",), "Q4_K", 8),
+        (("AVX512",), "Q2_K", 8),
+        (("AVX2",), "IQ4_NL", 8),
+        (("AVX2",), "MXFP4", 8),
+        (("NEON", "DOTPROD"), "Q4_0", 4),
+        (("NEON", "DOTPROD"), "Q4_K", 8),
+        (("NEON", "DOTPROD"), "Q5_K", 8),
+        (("NEON", "DOTPROD"), "Q6_K", 8),
+        (("NEON", "DOTPROD"), "IQ4_NL", 4),
+        (("NEON", "DOTPROD"), "MXFP4", 4),
+        (("NEON", "DOTPROD"), "Q8_0", 4),
+        (("NEON", "MATMUL_INT8"), "Q4_0", 4),
+        (("NEON", "MATMUL_INT8"), "Q4_K", 8),
+        (("NEON", "MATMUL_INT8"), "Q5_K", 8),
+        (("NEON", "MATMUL_INT8"), "Q6_K", 8),
+        (("NEON", "MATMUL_INT8"), "Q8_0", 4),
+    )
+)
+
+
+def repacked_bytes(matmul_weights: tuple[tuple[str, int, int], ...], simd: tuple[str, ...]) -> int | None:
+    """The CPU_REPACK buffer for these weights on a build with ``simd`` (llama.cpp's feature
+    names); None when the build's features are unknown. Repacking copies: the mapped file
+    stays in memory too, so this is on top of the weights."""
+    if not simd:
+        return None
+    have = set(simd)
+    total = 0
+    for ggml_type, multiple, nbytes in matmul_weights:
+        if any(t == ggml_type and f <= have and multiple % rows == 0 for f, t, rows in REPACK_RULES):
+            total += nbytes
+    return total
 
 
 def _swa_layers(info: ModelInfo, n_layer: int) -> tuple[tuple[bool, ...], int]:
@@ -565,6 +623,7 @@ def layer_devices(n_layer: int, n_gpu_layers: int, gpus: tuple[GpuInfo, ...]) ->
 @dataclass
 class _Tally:
     weights: int = 0
+    repack: int = 0
     kv_cache: int = 0
     compute: int = 0
     output: int = 0
@@ -573,11 +632,23 @@ class _Tally:
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache + self.compute + self.output + self.projector + self.draft
+        return (
+            self.weights
+            + self.repack
+            + self.kv_cache
+            + self.compute
+            + self.output
+            + self.projector
+            + self.draft
+        )
 
 
 def _model_tallies(
-    shape: ModelShape, params: LlamaParams, gpus: tuple[GpuInfo, ...], use_gpu: bool
+    shape: ModelShape,
+    params: LlamaParams,
+    gpus: tuple[GpuInfo, ...],
+    use_gpu: bool,
+    simd: tuple[str, ...] = (),
 ) -> tuple[_Tally, list[_Tally]]:
     """Weights, KV, compute and output of one model, per device (CPU, then each GPU)."""
     cpu = _Tally()
@@ -595,6 +666,13 @@ def _model_tallies(
         cpu.weights += shape.output_bytes  # tied: the embeddings already counted serve both
     else:
         gpu[out_dev].weights += shape.output_layer_gpu_bytes
+    repack = repacked_bytes(shape.matmul_weights, simd) or 0
+    if repack:
+        # Only weights the CPU multiplies with are repacked: its share of blocks and output.
+        on_cpu = sum(b for il, b in enumerate(shape.block_bytes) if devices[il] < 0)
+        on_cpu += shape.output_layer_gpu_bytes if out_dev < 0 else 0
+        everything = sum(shape.block_bytes) + shape.output_layer_gpu_bytes
+        cpu.repack += repack if on_cpu >= everything else repack * on_cpu // max(1, everything)
 
     # offload_kqv (default on): each layer's cache lives on that layer's device.
     for il, nbytes in enumerate(kv_cache_bytes_per_layer(shape, params)):
@@ -726,7 +804,7 @@ def _layout(
 ) -> _Layout:
     params = replace(base, n_gpu_layers=n_gpu_layers)
     gpus = hardware.gpus if use_gpu else ()
-    cpu, gpu = _model_tallies(shape, params, gpus, use_gpu)
+    cpu, gpu = _model_tallies(shape, params, gpus, use_gpu, hardware.simd)
 
     proj_bytes = 0
     if request.projector is not None:
@@ -751,7 +829,7 @@ def _layout(
             n_outputs_max=params.n_seq_max,  # the draft model samples one row per sequence
             n_outputs_max_per_seq=1,
         )
-        d_cpu, d_gpu = _model_tallies(draft_shape, d_params, gpus[:1], bool(gpus))
+        d_cpu, d_gpu = _model_tallies(draft_shape, d_params, gpus[:1], bool(gpus), hardware.simd)
         d_gpu_total = d_gpu[0].total if d_gpu else 0
         # The draft goes wholly onto the first GPU when the target is fully offloaded and
         # there is room left; otherwise it runs on the CPU.
@@ -763,7 +841,7 @@ def _layout(
             draft_layers = d_all
         else:
             d_params = replace(d_params, n_gpu_layers=0)
-            d_cpu, _ = _model_tallies(draft_shape, d_params, (), False)
+            d_cpu, _ = _model_tallies(draft_shape, d_params, (), False, hardware.simd)
             cpu.draft += d_cpu.total
     params = replace(params, projector_use_gpu=projector_on_gpu, draft_n_gpu_layers=draft_layers)
     return _Layout(params, cpu, tuple(gpu), draft_on_gpu, projector_on_gpu)
@@ -851,15 +929,27 @@ def _plan(
         partial = use_gpu and n_gpu_layers < all_layers and request.gpu_layers != 0
         verdict = Verdict.PARTIAL_OFFLOAD if partial else Verdict.FITS
         limiting, deficit = None, 0
+        # Only RAM swaps; VRAM keeps its own reserve, and auto offload fills it on purpose.
+        ram = memory[0]
+        if ram.total > (1 - TIGHT_MARGIN) * ram.usable:
+            verdict = Verdict.TIGHT
+            reasons.append(
+                f"Tight: it needs {format_bytes(ram.total)} of the {format_bytes(ram.usable)} of RAM "
+                f"left, less than {TIGHT_MARGIN:.0%} spare; the system may swap."
+            )
 
     reasons += _placement_reasons(shape, layout.params, use_gpu, request, hardware)
-    reasons += _memory_reasons(info, shape, layout, memory, request)
+    reasons += _memory_reasons(info, shape, layout, memory, request, hardware.simd)
 
     suggestions: tuple[Suggestion, ...] = ()
     if with_suggestions and verdict is not Verdict.FITS:
-        target_full = verdict is Verdict.PARTIAL_OFFLOAD
-        if not target_full or request.gpu_layers is None:
-            suggestions = _suggest(info, hardware, request, shape, settings, layout, memory, target_full)
+        want: Callable[[LoadPlan], bool] = {
+            Verdict.DOES_NOT_FIT: lambda p: p.fits,
+            Verdict.TIGHT: lambda p: p.verdict in (Verdict.FITS, Verdict.PARTIAL_OFFLOAD),  # headroom
+            Verdict.PARTIAL_OFFLOAD: lambda p: p.verdict is Verdict.FITS,
+        }[verdict]
+        if verdict is not Verdict.PARTIAL_OFFLOAD or request.gpu_layers is None:
+            suggestions = _suggest(info, hardware, request, shape, settings, layout, memory, want)
         if verdict is Verdict.DOES_NOT_FIT and not suggestions:
             reasons.append("No single change makes it fit on this machine.")
 
@@ -918,6 +1008,7 @@ def _device_memory(layout: _Layout, hardware: HardwareSnapshot, use_gpu: bool) -
         return DeviceMemory(
             device=name,
             weights=t.weights,
+            repack=t.repack,
             kv_cache=t.kv_cache,
             compute=t.compute,
             output=t.output,
@@ -974,6 +1065,7 @@ def _memory_reasons(
     layout: _Layout,
     memory: tuple[DeviceMemory, ...],
     request: LoadRequest,
+    simd: tuple[str, ...],
 ) -> list[str]:
     reasons: list[str] = []
     p = layout.params
@@ -982,6 +1074,20 @@ def _memory_reasons(
         f"KV cache {format_bytes(kv_total)}: {p.n_seq_max} × {p.n_ctx_seq:,} tokens × {shape.n_layer} layers "
         f"({p.type_k.value})."
     )
+    if memory[0].repack:
+        kinds = sorted({t for t, _m, _n in shape.matmul_weights if repacked_bytes(((t, 8, 1),), simd)})
+        reasons.append(
+            f"{format_bytes(memory[0].repack)} more RAM for {'/'.join(kinds)} weights re-laid-out for this "
+            "CPU's SIMD width (llama.cpp's CPU_REPACK copy, beside the mapped file)."
+        )
+    elif (
+        repacked_bytes(shape.matmul_weights, simd) is None
+        and layout.params.n_gpu_layers < shape.n_gpu_layers_all
+    ):
+        reasons.append(
+            "CPU_REPACK not predicted: this llama.cpp build's CPU features are unknown, and on AVX2 "
+            "or ARM builds quantized weights may take up to their size again."
+        )
     draft_rows = p.n_outputs_max_per_seq - 1
     reasons.append(
         f"Logits reserved for {p.outputs_max} row{'s' if p.outputs_max > 1 else ''}: one per conversation"
@@ -1021,17 +1127,17 @@ def _suggest(
     settings: _Settings,
     layout: _Layout,
     memory: tuple[DeviceMemory, ...],
-    target_full: bool,
+    want: Callable[[LoadPlan], bool],
 ) -> tuple[Suggestion, ...]:
-    """Single changes that make the plan fit (or, from a partial offload, fit fully),
-    each verified by planning it again."""
+    """Single changes that give the plan what it lacks (``want``: fit, headroom, or a full
+    offload), each verified by planning it again; the smallest change of each kind."""
 
     def ok(req: LoadRequest) -> bool:
         try:
             plan = _plan(info, hardware, req, with_suggestions=False)
         except InvalidLoadRequest:
             return False
-        return plan.verdict is Verdict.FITS if target_full else plan.fits
+        return want(plan)
 
     def largest(values: list[int], make: Callable[[int], LoadRequest]) -> int | None:
         """The largest value (ascending list) whose request fits, assuming monotonicity."""

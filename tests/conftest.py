@@ -50,6 +50,14 @@ def gemma_path() -> Path:
     return ensure_default_model(TEST_CACHE)
 
 
+@pytest.fixture(scope="session")
+def qwen_path() -> Path:
+    """Qwen2.5-Coder 1.5B Instruct Q4_K_M, assembled once (hash-checked) into .test-cache/."""
+    from app.chat_model import ensure_chat_model
+
+    return ensure_chat_model(TEST_CACHE)
+
+
 @pytest.fixture()
 def hardware():
     """A 2-core, 16 GiB CPU-only machine: GUI tests must not depend on this one."""

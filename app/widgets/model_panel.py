@@ -38,6 +38,7 @@ from engine import (
 VERDICT_COLORS = {
     Verdict.FITS: "#2ca02c",
     Verdict.PARTIAL_OFFLOAD: "#e69500",
+    Verdict.TIGHT: "#e69500",
     Verdict.DOES_NOT_FIT: "#d62728",
 }
 AUTO_GPU_LAYERS = -1

@@ -31,6 +31,7 @@ from engine.planner import (
     pad_context,
     plan_load,
     ram_reserve,
+    repacked_bytes,
     swa_cache_cells,
     vram_reserve,
 )
@@ -654,3 +655,71 @@ def test_plan_invariants(
     for s in p.suggestions:
         replanned = plan_load(info, hw, s.request)
         assert replanned.verdict is Verdict.FITS if p.fits else replanned.fits
+
+
+# -- CPU_REPACK ---------------------------------------------------------------------------------
+
+AVX2 = ("SSE3", "AVX", "AVX2", "F16C", "FMA")
+AVX512 = (*AVX2, "AVX512")
+ARM_DOTPROD = ("NEON", "ARM_FMA", "DOTPROD")
+
+
+@pytest.mark.parametrize(
+    ("ggml_type", "rows", "simd", "repacked"),
+    [
+        ("Q4_K", 8, AVX2, True),
+        ("Q4_0", 8, AVX2, True),
+        ("IQ4_NL", 8, AVX2, True),
+        ("MXFP4", 8, AVX2, True),
+        ("Q4_K", 4, AVX2, False),  # rows must divide by 8 on x86
+        ("Q2_K", 8, AVX2, False),
+        ("Q2_K", 8, AVX512, True),
+        ("Q5_0", 8, AVX512, False),
+        ("Q6_K", 8, AVX512, False),
+        ("Q8_0", 8, AVX512, False),
+        ("F16", 8, AVX512, False),
+        ("Q4_K", 8, ("SSE3", "AVX"), False),  # an AVX-only build repacks nothing
+        ("Q6_K", 8, ARM_DOTPROD, True),
+        ("Q8_0", 4, ARM_DOTPROD, True),
+        ("Q4_K", 4, ARM_DOTPROD, False),
+        ("Q4_0", 4, ("NEON", "MATMUL_INT8"), True),
+    ],
+)
+def test_repack_prediction_per_tensor_type(
+    ggml_type: str, rows: int, simd: tuple[str, ...], repacked: bool
+) -> None:
+    """The rules of ggml-cpu/repack.cpp: weight type, the build's features, row multiple."""
+    assert repacked_bytes(((ggml_type, rows, 1000),), simd) == (1000 if repacked else 0)
+
+
+def test_repack_is_unknown_without_the_build_features() -> None:
+    assert repacked_bytes((("Q4_K", 8, 1000),), ()) is None
+
+
+def test_plan_counts_cpu_repack_beside_the_mapped_weights() -> None:
+    info = replace(make_info(), matmul_weights=(("Q4_K", 8, 300 * MIB), ("Q6_K", 8, 100 * MIB)))
+    avx2 = replace(machine(), simd=AVX2)
+    p = plan_load(info, avx2, LoadRequest())
+    assert p.memory[0].repack == 300 * MIB
+    assert (
+        p.memory[0].total
+        == p.memory[0].weights + 300 * MIB + p.memory[0].kv_cache + p.memory[0].compute + p.memory[0].output
+    )
+    assert any("CPU_REPACK" in r and "Q4_K" in r for r in p.reasons)
+    unknown = plan_load(info, replace(machine(), simd=()), LoadRequest())
+    assert unknown.memory[0].repack == 0
+    assert any("CPU_REPACK not predicted" in r for r in unknown.reasons)
+
+
+def test_a_plan_within_ten_percent_of_free_memory_is_tight_and_offers_headroom() -> None:
+    g = gemma3_270m()
+    # The smallest machine (16 MiB steps) on which the default load fits at all.
+    ram = next(r * 16 * MIB for r in range(40, 400) if plan(g, machine(ram=r * 16 * MIB)).fits)
+    p = plan(g, machine(ram=ram))
+    assert p.verdict is Verdict.TIGHT and p.fits
+    assert any(r.startswith("Tight:") and "may swap" in r for r in p.reasons)
+    assert p.suggestions, "a tight plan offers the change that gives headroom"
+    fixed = plan_load(g, machine(ram=ram), p.suggestions[0].request)
+    assert fixed.verdict is Verdict.FITS
+    roomy = plan(g, machine(ram=4 * ram))
+    assert roomy.verdict is Verdict.FITS and not roomy.suggestions
