@@ -160,3 +160,20 @@ def test_imports_are_lazy_and_llava_is_never_imported() -> None:
         "assert 'llama_cpp.llava_cpp' not in sys.modules, 'llava_cpp imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+
+
+def test_native_batch_refuses_more_logit_rows_than_reserved() -> None:
+    """llama.cpp aborts on a batch with more outputs than n_outputs_max: never let one through."""
+    from engine.native import ensure_backend
+    from engine.native_batch import NativeBatch
+
+    assert ensure_backend()
+    batch = NativeBatch(16, max_outputs=3)
+    batch.add_run(0, 0, [1, 2, 3, 4], range(2, 4))
+    batch.add_run(1, 0, [5], range(4, 5))
+    assert batch.n_outputs == 3
+    with pytest.raises(ValueError, match="logit rows"):
+        batch.add_run(2, 0, [6], range(5, 6))
+    batch.clear()
+    batch.add_run(2, 0, [6, 7, 8], range(0, 3))  # a cleared batch starts counting again
+    assert batch.n_outputs == 3

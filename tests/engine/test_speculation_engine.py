@@ -218,3 +218,37 @@ def test_adaptive_drafting_keeps_going_when_drafts_are_accepted(looping_model: P
             assert completion.accepted > 100
     finally:
         model.unload()
+
+
+def test_long_drafts_on_four_sequences_stay_inside_the_reserved_logit_rows(looping_model: Path) -> None:
+    """n_outputs_max is 4 x (1 + 16) here; llama.cpp aborts on a batch asking for more, so
+    every batch is checked before it reaches llama_decode, and drafts were really long."""
+    spec = SpeculationConfig(SpeculationMode.PROMPT_LOOKUP, max_draft=16, min_draft=1, adaptive=False)
+    model = load(looping_model, spec)
+    try:
+        executor = model._executor
+        native = executor._native
+        assert native is not None and native.n_outputs == 4 * 17
+        assert executor.plan.params.n_outputs_max == 4 * 17
+        original = executor._decode
+        outputs: list[int] = []
+
+        def counting(batch):
+            outputs.append(batch.n_outputs)
+            return original(batch)
+
+        executor._decode = counting  # type: ignore[method-assign]
+        handles = [model.submit(greedy("go", max_tokens=300)) for _ in range(4)]
+        completions = [h.wait(TIMEOUT) for h in handles]
+        assert all(c.usage.completion_tokens == 300 for c in completions)
+        assert max(outputs) <= native.n_outputs
+        assert max(outputs) > 4 * 4, "the drafts should have been long enough to test the bound"
+    finally:
+        model.unload()
+
+
+def test_speculation_the_plan_did_not_reserve_is_refused(looping_model: Path) -> None:
+    plan = plan_for(looping_model, ctx=1024, parallel=2)  # no draft rows reserved
+    model = Engine.load(plan, speculation=LOOKUP)
+    with pytest.raises(EngineError, match="Plan again with speculation"):
+        model.wait_ready(TIMEOUT)
