@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import chat
 from engine.chat import (
     ChatMessage,
     ChatTemplate,
@@ -28,12 +27,14 @@ from engine.chat import (
     TemplateError,
     TextStream,
     builtin_format,
+    jinja_sandbox,
     render_prompt,
     template_stop_strings,
     token_to_piece,
     tokenize,
     tokenize_prompt,
 )
+from engine.chat import tokens as chat_tokens
 from engine.errors import EngineError, InvalidChatRequest
 from engine.native import ensure_backend
 from engine.tiny_models import DEFAULT_CHAT_TEMPLATE
@@ -209,10 +210,10 @@ def test_trim_and_lstrip_blocks_like_transformers() -> None:
 
 
 def test_compiled_templates_are_cached() -> None:
-    chat._compile.cache_clear()
+    jinja_sandbox._compile.cache_clear()
     render([HELLO], DEFAULT_CHAT_TEMPLATE)
     render([AGAIN], DEFAULT_CHAT_TEMPLATE)
-    info = chat._compile.cache_info()
+    info = jinja_sandbox._compile.cache_info()
     assert (info.misses, info.hits) == (1, 1)
 
 
@@ -614,9 +615,9 @@ def test_tokenize_and_piece_retry_when_the_buffer_is_too_small(
 ) -> None:
     text = "你好" * 40
     expected = tokenize(vocab, text, add_special=True, parse_special=True)
-    monkeypatch.setattr(chat, "_token_capacity", lambda n: 1)
+    monkeypatch.setattr(chat_tokens, "_token_capacity", lambda n: 1)
     assert tokenize(vocab, text, add_special=True, parse_special=True) == expected
-    monkeypatch.setattr(chat, "_PIECE_BUFFER", 1)
+    monkeypatch.setattr(chat_tokens, "_PIECE_BUFFER", 1)
     assert token_to_piece(vocab, 4, True) == b"<|im_end|>"
 
 
