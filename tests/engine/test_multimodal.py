@@ -15,13 +15,13 @@ from PIL import Image
 from engine.catalog import inspect_model, inspect_projector
 from engine.errors import Cancelled, ImageRejected, LoadFailed
 from engine.multimodal import (
+    ChunkCache,
     DecodedImage,
     ImageLimits,
     MediaChunk,
     ProjectorMismatch,
     ProjectorRuntime,
     TokenizedPrompt,
-    _ChunkCache,
     check_fits,
     check_message_images,
     image_identity,
@@ -225,7 +225,7 @@ def test_check_fits() -> None:
 
 def test_chunk_cache_counts_references() -> None:
     freed: list[int] = []
-    cache = _ChunkCache(freed.append)
+    cache = ChunkCache(freed.append)
     chunk = MediaChunk("image:a", 16, 16, False)
     cache.add(chunk, 1001)
     assert cache.acquire_existing("image:a") == chunk
