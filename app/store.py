@@ -20,6 +20,10 @@ What the app does with it::
                        completion.stop_reason, ReplyStats.from_completion(completion).to_dict(),
                        completion.reply_tokens, tokens_model=completion.model_identity)
 
+The schema and its migrations are in ``app/store_migrations.py``, the files beside the database
+in ``app/store_files.py``, the row types and errors in ``app/store_records.py``; this module
+re-exports their public names and holds the ``Store`` and its queries.
+
 The store expects one Hearth process per data directory: a second one starting up would
 mark the first one's streaming replies as interrupted.
 """
@@ -27,250 +31,56 @@ mark the first one's streaming replies as interrupted.
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
-import os
-import secrets
 import sqlite3
 import sys
 import time
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import ChatMessage, EngineError, Role
-
-# --------------------------------------------------------------------------- errors
-
-
-class StoreError(EngineError):
-    """The chat history cannot be opened or changed; ``message`` says why, for the user."""
-
-
-class DatabaseTooNew(StoreError):
-    """The database was written by a newer Hearth. It is left exactly as it is."""
-
-    def __init__(self, path: Path, version: int, supported: int) -> None:
-        self.path = path
-        self.version = version
-        self.supported = supported
-        super().__init__(
-            f"The chat history at {path} was saved by a newer version of Hearth (format {version}, "
-            f"this version reads up to {supported}). Update Hearth to open it; it was not changed."
-        )
-
-
-class DatabaseUnreadable(StoreError):
-    """The file is not a SQLite database (or is damaged beyond what SQLite can read)."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"The chat history at {path} cannot be read ({reason}); it was not changed.")
-
-
-class MigrationFailed(StoreError):
-    """Upgrading the schema failed; the database is still at its old version."""
-
-    def __init__(self, path: Path, version: int, reason: str, backup: Path | None) -> None:
-        self.path = path
-        self.version = version
-        self.backup = backup
-        copy = f" A copy is at {backup}." if backup else ""
-        super().__init__(
-            f"Could not upgrade the chat history at {path} from format {version} ({reason}). "
-            f"It was left unchanged.{copy}"
-        )
-
-
-class NotFound(StoreError):
-    """A conversation or message id that does not exist (any more)."""
-
-
-# --------------------------------------------------------------------------- rows
-
-
-class MessageState(enum.StrEnum):
-    COMPLETE = "complete"
-    STREAMING = "streaming"  # being generated now (or the app died while it was)
-    INTERRUPTED = "interrupted"  # found streaming at startup: the user can continue or regenerate
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """An image attached to a message. ``path`` is the content-addressed file; ``identity``
-    is the caller's id for it (defaults to ``sha256``)."""
-
-    sha256: str
-    identity: str
-    mime: str
-    size: int
-    path: Path
-
-    def read_bytes(self) -> bytes:
-        return self.path.read_bytes()
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: int
-    title: str
-    created: float  # seconds since the epoch
-    updated: float  # last message activity: the side list is ordered by it
-    system_prompt: str | None
-    # JSON object (temperature, top_p, ...); not part of the hash so rows stay hashable.
-    sampling: dict[str, Any] = field(hash=False)
-    preset: str | None
-    model_hint: str | None
-    deleted_at: float | None
-
-    @property
-    def deleted(self) -> bool:
-        return self.deleted_at is not None
-
-
-@dataclass(frozen=True)
-class Message:
-    id: int
-    conversation_id: int
-    position: int
-    role: Role
-    text: str
-    state: MessageState
-    stop_reason: str | None  # StopReason.value for replies
-    error: str | None  # the human message of a failed reply
-    stats: dict[str, Any] = field(hash=False)  # usage, timings, drafts...: JSON object
-    tokens: tuple[int, ...]  # a reply's exact ids, spliced into the next prompt; () if unknown
-    images: tuple[ImageRef, ...]
-    created: float
-    updated: float
-    tokens_model: str = ""  # the model that made ``tokens`` (Completion.model_identity)
-
-    def to_chat_message(self) -> ChatMessage:
-        return ChatMessage(self.role, self.text, self.images, self.tokens, self.tokens_model)
-
-
-# (bytes, mime) or (bytes, mime, identity)
-ImageInput = tuple[bytes, str] | tuple[bytes, str, str]
-
-
-# --------------------------------------------------------------------------- schema
-
-Migration = Callable[[sqlite3.Connection], None]
-
-
-def _migrate_to_1(conn: sqlite3.Connection) -> None:
-    # One statement per execute(): executescript() would COMMIT the migration's transaction.
-    statements = (
-        """CREATE TABLE conversations (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the GUI may still hold an old id
-            title TEXT NOT NULL,
-            created REAL NOT NULL,
-            updated REAL NOT NULL,
-            system_prompt TEXT,
-            sampling TEXT NOT NULL DEFAULT '{}',
-            preset TEXT,
-            model_hint TEXT,
-            deleted_at REAL
-        )""",
-        "CREATE INDEX conversations_by_updated ON conversations (updated DESC)",
-        """CREATE TABLE messages (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
-            text TEXT NOT NULL DEFAULT '',
-            state TEXT NOT NULL
-                CHECK (state IN ('complete', 'streaming', 'interrupted', 'failed', 'cancelled')),
-            stop_reason TEXT,
-            error TEXT,
-            stats TEXT NOT NULL DEFAULT '{}',
-            tokens BLOB,  -- little-endian int32 array
-            created REAL NOT NULL,
-            updated REAL NOT NULL,
-            UNIQUE (conversation_id, position)
-        )""",
-        # Startup looks for replies left streaming; the partial index keeps that instant.
-        "CREATE INDEX messages_streaming ON messages (state) WHERE state = 'streaming'",
-        """CREATE TABLE message_images (
-            message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            sha256 TEXT NOT NULL,
-            identity TEXT NOT NULL,
-            mime TEXT NOT NULL,
-            size INTEGER NOT NULL,
-            file TEXT NOT NULL,  -- relative to images/, e.g. 'ab/abcdef....png'
-            PRIMARY KEY (message_id, position)
-        )""",
-        """CREATE TABLE settings (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL  -- JSON
-        )""",
-    )
-    for statement in statements:
-        conn.execute(statement)
-
-
-def _migrate_to_2(conn: sqlite3.Connection) -> None:
-    # Which model made a reply's token ids (Completion.model_identity). Ids stored before this
-    # column have none, so they are never spliced again: those replies re-tokenize their text.
-    conn.execute("ALTER TABLE messages ADD COLUMN tokens_model TEXT")
-
-
-# Index i migrates version i to i + 1. Append only: a released migration never changes.
-MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2)
-SCHEMA_VERSION = len(MIGRATIONS)
-
-# The full-text index is not part of the versioned schema: whether FTS5 (with the trigram
-# tokenizer, SQLite >= 3.34) exists depends on the SQLite build Python was linked with, and a
-# trigger that writes to an FTS5 table would make every message insert fail on a build
-# without it. So the index and its triggers are created (and filled) at open when the module
-# exists, and the triggers are dropped when it does not: triggers present <=> index in sync.
-_FTS_TRIGGERS = ("message_fts_insert", "message_fts_update", "message_fts_delete")
-_FTS_SETUP = (
-    # A regular (content-storing) table, not external-content: deleting by rowid is then
-    # always correct, whatever the messages row held when it was indexed.
-    "CREATE VIRTUAL TABLE IF NOT EXISTS message_fts USING fts5 (text, tokenize = 'trigram')",
-    "DELETE FROM message_fts",
-    "INSERT INTO message_fts (rowid, text) SELECT id, text FROM messages WHERE state != 'streaming'",
-    # Streaming text is not indexed: update_reply stays one cheap UPDATE, and the finished
-    # (or interrupted) text is indexed once when the state changes.
-    """CREATE TRIGGER message_fts_insert AFTER INSERT ON messages
-        WHEN new.state != 'streaming' BEGIN
-            INSERT INTO message_fts (rowid, text) VALUES (new.id, new.text);
-        END""",
-    """CREATE TRIGGER message_fts_update AFTER UPDATE OF text, state ON messages
-        WHEN NOT (old.state = 'streaming' AND new.state = 'streaming') BEGIN
-            DELETE FROM message_fts WHERE rowid = old.id;
-            INSERT INTO message_fts (rowid, text) SELECT new.id, new.text WHERE new.state != 'streaming';
-        END""",
-    """CREATE TRIGGER message_fts_delete AFTER DELETE ON messages BEGIN
-            DELETE FROM message_fts WHERE rowid = old.id;
-        END""",
+from app.store_files import remove_unreferenced, write_image
+from app.store_migrations import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Migration,
+    fts_available,
+    migrate,
+    sync_search_index,
 )
+from app.store_records import (
+    Conversation,
+    DatabaseTooNew,
+    DatabaseUnreadable,
+    ImageInput,
+    ImageRef,
+    Message,
+    MessageState,
+    MigrationFailed,
+    NotFound,
+    StoreError,
+)
+from engine import Role
 
-_fts_available: bool | None = None
-
-
-def fts_available() -> bool:
-    """Whether this SQLite build has FTS5 with the trigram tokenizer."""
-    global _fts_available
-    if _fts_available is None:
-        probe = sqlite3.connect(":memory:")
-        try:
-            probe.execute("CREATE VIRTUAL TABLE probe USING fts5 (x, tokenize = 'trigram')")
-            _fts_available = True
-        except sqlite3.Error:
-            _fts_available = False
-        finally:
-            probe.close()
-    return _fts_available
-
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Conversation",
+    "DatabaseTooNew",
+    "DatabaseUnreadable",
+    "ImageInput",
+    "ImageRef",
+    "Message",
+    "MessageState",
+    "Migration",
+    "MigrationFailed",
+    "NotFound",
+    "Store",
+    "StoreError",
+    "fts_available",
+]
 
 # --------------------------------------------------------------------------- helpers
 
@@ -296,44 +106,6 @@ def _decode_tokens(blob: bytes | None) -> tuple[int, ...]:
     return tuple(values)
 
 
-_MAGIC: tuple[tuple[bytes, int, str, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", 0, ".png", "image/png"),
-    (b"\xff\xd8\xff", 0, ".jpg", "image/jpeg"),
-    (b"GIF87a", 0, ".gif", "image/gif"),
-    (b"GIF89a", 0, ".gif", "image/gif"),
-    (b"WEBP", 8, ".webp", "image/webp"),
-    (b"BM", 0, ".bmp", "image/bmp"),
-)
-_MIME_EXTENSIONS = {
-    "image/png": ".png",
-    "image/jpeg": ".jpg",
-    "image/gif": ".gif",
-    "image/webp": ".webp",
-    "image/bmp": ".bmp",
-    "image/tiff": ".tiff",
-}
-
-
-def _sniff(data: bytes, mime: str) -> tuple[str, str]:
-    """(extension, mime). The bytes decide when they can, so the same bytes always get the
-    same file name whatever the caller called them."""
-    for magic, offset, extension, sniffed in _MAGIC:
-        if data[offset : offset + len(magic)] == magic:
-            return extension, mime or sniffed
-    return _MIME_EXTENSIONS.get(mime.lower(), ".bin"), mime or "application/octet-stream"
-
-
-def _fsync_directory(directory: Path) -> None:
-    # Makes a rename durable across power loss. POSIX only: Windows cannot open a directory.
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fold(text: str | None) -> str | None:
     return None if text is None else text.casefold()
 
@@ -348,7 +120,6 @@ _MESSAGE_COLUMNS = (
     "id, conversation_id, position, role, text, state, stop_reason, error, stats, tokens, created, updated,"
     " tokens_model"
 )
-_TMP_FILE_MAX_AGE = 600.0  # seconds: an image tmp file older than this is a crash leftover
 
 
 # --------------------------------------------------------------------------- store
@@ -403,8 +174,8 @@ class Store:
             # WAL files keep their largest size after a checkpoint; cap what stays on disk.
             conn.execute("PRAGMA journal_size_limit = 4194304")
             conn.create_function("hearth_fold", 1, _fold, deterministic=True)
-            self._migrate(version, migrations)
-            self._fts = self._sync_search_index()
+            self.backup_path = migrate(conn, self.path, version, migrations, self._transaction)
+            self._fts = sync_search_index(conn, self._transaction)
         except BaseException:
             conn.close()
             raise
@@ -452,66 +223,6 @@ class Store:
         finally:
             if durable:
                 self._conn.execute("PRAGMA synchronous = NORMAL")
-
-    # ------------------------------------------------------------------ schema
-
-    def _has_schema(self) -> bool:
-        return self._conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] > 0
-
-    def _backup(self, version: int) -> Path:
-        """Copy the database with sqlite3's backup API (which includes what is still in the
-        WAL), to a temporary name first so a crash never leaves half a backup under the
-        real name."""
-        target = self.path.with_name(f"{self.path.name}.v{version}.bak")
-        partial = target.with_name(target.name + ".partial")
-        partial.unlink(missing_ok=True)
-        copy = sqlite3.connect(partial)
-        try:
-            self._conn.backup(copy)
-        finally:
-            copy.close()
-        with open(partial, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(partial, target)
-        _fsync_directory(target.parent)
-        return target
-
-    def _migrate(self, version: int, migrations: Sequence[Migration]) -> None:
-        if version >= len(migrations):
-            return
-        if version > 0 or self._has_schema():
-            self.backup_path = self._backup(version)
-        for target in range(version + 1, len(migrations) + 1):
-            try:
-                with self._transaction() as conn:
-                    # Another process may have migrated while this one waited for the lock.
-                    if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
-                        continue
-                    migrations[target - 1](conn)
-                    conn.execute(f"PRAGMA user_version = {target}")
-            except sqlite3.Error as error:
-                raise MigrationFailed(self.path, target - 1, str(error), self.backup_path) from error
-
-    def _sync_search_index(self) -> bool:
-        triggers = {
-            row[0]
-            for row in self._conn.execute(
-                "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'message_fts_%'"
-            )
-        }
-        if not fts_available():
-            if triggers:
-                with self._transaction() as conn:
-                    for name in _FTS_TRIGGERS:
-                        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-            return False
-        if triggers != set(_FTS_TRIGGERS):
-            with self._transaction() as conn:
-                for name in _FTS_TRIGGERS:
-                    conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-                for statement in _FTS_SETUP:
-                    conn.execute(statement)
-        return True
 
     # ------------------------------------------------------------------ conversations
 
@@ -691,40 +402,30 @@ class Store:
     def messages(self, conversation_id: int) -> list[Message]:
         return self._messages_where("conversation_id = ?", (conversation_id,))
 
-    def _store_image(self, data: bytes, mime: str) -> tuple[str, str, str]:
-        """Write the bytes once under images/ (atomically: tmp, fsync, rename, fsync the
-        folder) and return (sha256, mime, file relative to images/). Runs before the
-        transaction that refers to the file, so a row never points at a missing file; a
-        crash in between leaves an orphan file for collect_garbage."""
-        sha256 = hashlib.sha256(data).hexdigest()
-        extension, mime = _sniff(data, mime)
-        folder = self.images_dir / sha256[:2]
-        existing = next(folder.glob(f"{sha256}.*"), None) if folder.is_dir() else None
-        if existing is not None and existing.stat().st_size == len(data):
-            return sha256, mime, f"{sha256[:2]}/{existing.name}"
-        name = existing.name if existing is not None else sha256 + extension
-        folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / f".{name}.{secrets.token_hex(4)}.tmp"
-        try:
-            with open(partial, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(partial, folder / name)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        _fsync_directory(folder)
-        return sha256, mime, f"{sha256[:2]}/{name}"
-
-    def _next_position(self, conn: sqlite3.Connection, conversation_id: int) -> int:
+    def _insert_message(
+        self,
+        conn: sqlite3.Connection,
+        conversation_id: int,
+        role: Role,
+        text: str,
+        state: MessageState,
+        now: float,
+    ) -> int:
+        """A message row last in its conversation, which counts as updated ``now``; its id."""
         if conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
             raise NotFound(f"Conversation {conversation_id} does not exist.")
-        row = conn.execute(
+        position = conn.execute(
             "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?",
             (conversation_id,),
-        ).fetchone()
-        return row[0]
+        ).fetchone()[0]
+        message_id = conn.execute(
+            "INSERT INTO messages (conversation_id, position, role, text, state, created, updated)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, position, role.value, text, state.value, now, now),
+        ).lastrowid
+        assert message_id is not None
+        conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        return message_id
 
     def add_message(
         self,
@@ -739,38 +440,26 @@ class Store:
         stored = []
         for image in images:
             data, mime = image[0], image[1]
-            sha256, mime, file = self._store_image(data, mime)
+            sha256, mime, file = write_image(self.images_dir, data, mime)
             identity = image[2] if len(image) > 2 else sha256  # type: ignore[misc]
             stored.append((sha256, identity, mime, len(data), file))
         now = self._clock()
         with self._transaction() as conn:
-            position = self._next_position(conn, conversation_id)
-            message_id = conn.execute(
-                "INSERT INTO messages (conversation_id, position, role, text, state, created, updated)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, position, role.value, text, MessageState.COMPLETE.value, now, now),
-            ).lastrowid
+            message_id = self._insert_message(conn, conversation_id, role, text, MessageState.COMPLETE, now)
             conn.executemany(
                 "INSERT INTO message_images (message_id, position, sha256, identity, mime, size, file)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(message_id, index, *image) for index, image in enumerate(stored)],
             )
-            conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
-        assert message_id is not None
         return self.get_message(message_id)
 
     def begin_reply(self, conversation_id: int) -> Message:
         """An empty assistant message in state STREAMING, last in the conversation."""
         now = self._clock()
         with self._transaction() as conn:
-            position = self._next_position(conn, conversation_id)
-            message_id = conn.execute(
-                "INSERT INTO messages (conversation_id, position, role, text, state, created, updated)"
-                " VALUES (?, ?, ?, '', ?, ?, ?)",
-                (conversation_id, position, Role.ASSISTANT.value, MessageState.STREAMING.value, now, now),
-            ).lastrowid
-            conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
-        assert message_id is not None
+            message_id = self._insert_message(
+                conn, conversation_id, Role.ASSISTANT, "", MessageState.STREAMING, now
+            )
         return self.get_message(message_id)
 
     def update_reply(self, message_id: int, text: str) -> bool:
@@ -884,24 +573,7 @@ class Store:
         """Remove image files no message refers to (soft-deleted conversations still count as
         referring) and temporary files left by a crash. Returns how many files went."""
         referenced = {row[0] for row in self._conn.execute("SELECT DISTINCT file FROM message_images")}
-        if not self.images_dir.is_dir():
-            return 0
-        removed = 0
-        now = time.time()  # file mtimes are wall-clock, whatever clock the store was given
-        for folder in self.images_dir.iterdir():
-            if not folder.is_dir():
-                continue
-            for path in folder.iterdir():
-                if path.name.startswith("."):
-                    # Another process could be writing it right now: only old ones are leftovers.
-                    if path.name.endswith(".tmp") and now - path.stat().st_mtime > _TMP_FILE_MAX_AGE:
-                        path.unlink(missing_ok=True)
-                        removed += 1
-                    continue
-                if f"{folder.name}/{path.name}" not in referenced:
-                    path.unlink(missing_ok=True)
-                    removed += 1
-        return removed
+        return remove_unreferenced(self.images_dir, referenced)
 
     # ------------------------------------------------------------------ settings
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import app.store as store_module
+import app.store_migrations as store_migrations
 from app.store import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -287,13 +287,13 @@ def test_search_index_follows_sqlite_builds_with_and_without_fts5(
         conversation = store.create_conversation("c")
         store.add_message(conversation.id, "user", "indexed before")
 
-    monkeypatch.setattr(store_module, "_fts_available", False)  # a build without FTS5
+    monkeypatch.setattr(store_migrations, "_fts_available", False)  # a build without FTS5
     with Store(db_path) as store:
         assert not store.search_uses_fts
         store.add_message(conversation.id, "user", "written without the index")  # no trigger error
         assert [c.id for c in store.search("without the")] == [conversation.id]
 
-    monkeypatch.setattr(store_module, "_fts_available", True)
+    monkeypatch.setattr(store_migrations, "_fts_available", True)
     with Store(db_path) as store:
         assert store.search_uses_fts
         assert [c.id for c in store.search("without the")] == [conversation.id]  # rebuilt
