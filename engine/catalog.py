@@ -132,6 +132,7 @@ class ModelInfo:
     # (ggml type name, rows divisible by 8 / 4 / neither -> 8, 4 or 1, bytes): what the
     # planner needs to predict the CPU_REPACK buffer without the tensor table.
     matmul_weights: tuple[tuple[str, int, int], ...] = ()
+    merges_count: int = 0  # tokenizer.ggml.merges (BPE): llama.cpp keeps a table of them
 
     @property
     def has_chat_template(self) -> bool:
@@ -1031,6 +1032,7 @@ def _describe(path: Path, size: int, header: _Header) -> ModelInfo:
         value_length=value_length,
         sliding_window=_as_int(key("attention.sliding_window")),
         vocab_size=vocab_size,
+        merges_count=merges.count if (merges := header.arrays.get(_MERGES_KEY)) is not None else 0,
         vocab_hash=tokens.digest if tokens is not None else None,
         bos_token_id=_as_int(s.get("tokenizer.ggml.bos_token_id")),
         eos_token_id=_as_int(s.get("tokenizer.ggml.eos_token_id")),
