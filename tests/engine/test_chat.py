@@ -70,6 +70,13 @@ HELLO = ChatMessage(Role.USER, "  Hello there  ")
 REPLY = ChatMessage(Role.ASSISTANT, "Hi!")
 AGAIN = ChatMessage(Role.USER, "And again?")
 CONVERSATION = [SYSTEM, HELLO, REPLY, AGAIN]
+# CONVERSATION in Gemma's turn format (the template writes <bos> before it, the tokenizer otherwise).
+GEMMA_CONVERSATION = (
+    "<start_of_turn>user\nBe brief.\n\nHello there<end_of_turn>\n"
+    "<start_of_turn>model\nHi!<end_of_turn>\n"
+    "<start_of_turn>user\nAnd again?<end_of_turn>\n"
+    "<start_of_turn>model\n"
+)
 
 
 def render(
@@ -121,12 +128,7 @@ def test_generation_prompt_can_be_left_out() -> None:
 
 def test_template_that_refuses_system_role_gets_it_merged_into_first_user_turn() -> None:
     prompt = render(CONVERSATION, GEMMA2_TEMPLATE, arch="gemma2", bos_token="<bos>", eos_token="<eos>")
-    assert prompt.text == (
-        "<bos><start_of_turn>user\nBe brief.\n\nHello there<end_of_turn>\n"
-        "<start_of_turn>model\nHi!<end_of_turn>\n"
-        "<start_of_turn>user\nAnd again?<end_of_turn>\n"
-        "<start_of_turn>model\n"
-    )
+    assert prompt.text == "<bos>" + GEMMA_CONVERSATION
     assert prompt.adds_bos is True and prompt.add_special is False
     assert prompt.stop_strings == ("<end_of_turn>",)
 
@@ -243,12 +245,7 @@ def test_stop_strings_are_detected_in_template_text() -> None:
 
 def test_gemma3_without_template_uses_the_gemma_format_exactly() -> None:
     prompt = render(CONVERSATION, None, arch="gemma3", bos_token="<bos>", eos_token="<eos>")
-    assert prompt.text == (
-        "<start_of_turn>user\nBe brief.\n\nHello there<end_of_turn>\n"
-        "<start_of_turn>model\nHi!<end_of_turn>\n"
-        "<start_of_turn>user\nAnd again?<end_of_turn>\n"
-        "<start_of_turn>model\n"
-    )
+    assert prompt.text == GEMMA_CONVERSATION
     assert prompt.format_name == "gemma"
     assert prompt.stop_strings == ("<end_of_turn>",)
     assert prompt.adds_bos is False  # the tokenizer adds <bos>
