@@ -5,81 +5,18 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import pytest
 from PIL import Image
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDropEvent
+from PySide6.QtCore import Qt
 
 from app.chat import MessageAction, MessageState
 from app.main_window import MainWindow
 from app.model_session import SessionState
-from app.paths import AppPaths, resolve_paths
+from app.paths import AppPaths
 from app.store import MessageState as Stored
 from engine.chat import Role
 from engine.hardware import HardwareSnapshot
 from tests.conftest import SCRIPT_TEXT
-
-WAIT = 30_000
-
-
-@pytest.fixture()
-def paths(tmp_path: Path) -> AppPaths:
-    return resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
-
-
-def open_window(qtbot, paths: AppPaths, hardware: HardwareSnapshot) -> MainWindow:
-    window = MainWindow(paths, hardware=hardware)
-    qtbot.addWidget(window)
-    window.show()
-    window.start()
-    qtbot.waitUntil(lambda: not window.library.busy, timeout=WAIT)
-    return window
-
-
-@pytest.fixture()
-def window(qtbot, paths: AppPaths, hardware: HardwareSnapshot):
-    win = open_window(qtbot, paths, hardware)
-    yield win
-    win.close()
-
-
-def drop(window: MainWindow, *paths: Path) -> None:
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
-    event = QDropEvent(
-        QPointF(10, 10),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.LeftButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    window.dropEvent(event)
-
-
-def load(qtbot, window: MainWindow, model: Path, projector: Path | None = None, parallel: int = 4) -> None:
-    drop(window, *(p for p in (model, projector) if p is not None))
-    qtbot.waitUntil(lambda: window.library_panel.selected_path() == model, timeout=WAIT)
-    panel = window.model_panel
-    panel.ctx_spin.setValue(1024)
-    panel.parallel_spin.setValue(parallel)
-    if projector is not None:
-        panel.projector_combo.setCurrentIndex(panel.projector_combo.findText(projector.name))
-    qtbot.mouseClick(panel.load_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: window.session.state is SessionState.READY, timeout=WAIT)
-
-
-def send(qtbot, window: MainWindow, text: str, wait: bool = True) -> None:
-    window.composer.set_text(text)
-    qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
-    if wait:
-        qtbot.waitUntil(lambda: window.chat.streaming == 0, timeout=WAIT)
-
-
-def last(window: MainWindow, role: Role | None = None):
-    messages = window.message_view.messages()
-    if role is not None:
-        messages = [m for m in messages if m.role is role]
-    return messages[-1]
+from tests.helpers import WAIT, drop, last, load, open_window, send, set_max_tokens
 
 
 def png(color: tuple[int, int, int]) -> bytes:
@@ -133,9 +70,7 @@ def test_message_streams_and_persists(qtbot, window: MainWindow, scripted_model:
 
 def test_escape_stops_the_reply(qtbot, window: MainWindow, looping_model: Path) -> None:
     load(qtbot, window, looping_model)
-    settings = window.sampling_panel.settings()
-    window.sampling_panel.set_settings(type(settings)(**{**settings.to_dict(), "max_tokens": 100_000}))
-    window.sampling_panel.changed.emit(window.sampling_panel.settings())
+    set_max_tokens(window, 100_000)
     send(qtbot, window, "go on forever", wait=False)
     qtbot.waitUntil(lambda: len(last(window, Role.ASSISTANT).text) > 10, timeout=WAIT)
     qtbot.keyClick(window.composer.input, Qt.Key.Key_Escape)
@@ -199,9 +134,7 @@ def test_attach_is_disabled_with_a_reason_without_projector(
 
 def test_two_conversations_generate_at_once(qtbot, window: MainWindow, looping_model: Path) -> None:
     load(qtbot, window, looping_model)
-    settings = window.sampling_panel.settings()
-    window.sampling_panel.set_settings(type(settings)(**{**settings.to_dict(), "max_tokens": 300}))
-    window.sampling_panel.changed.emit(window.sampling_panel.settings())
+    set_max_tokens(window, 300)
     send(qtbot, window, "first chat", wait=False)
     first = window.chat.current_id
     window.new_chat_action.trigger()
@@ -216,14 +149,14 @@ def test_two_conversations_generate_at_once(qtbot, window: MainWindow, looping_m
 
 
 def test_restart_finds_everything_again(
-    qtbot, paths: AppPaths, hardware: HardwareSnapshot, scripted_model: Path
+    qtbot, app_paths: AppPaths, hardware: HardwareSnapshot, scripted_model: Path
 ) -> None:
-    first = open_window(qtbot, paths, hardware)
+    first = open_window(qtbot, app_paths, hardware)
     load(qtbot, first, scripted_model)
     send(qtbot, first, "remember me")
     conversation = first.chat.current_id
     first.close()
-    second = open_window(qtbot, paths, hardware)
+    second = open_window(qtbot, app_paths, hardware)
     try:
         assert second.chat.current_id == conversation
         texts = [m.text for m in second.message_view.messages()]

@@ -2,52 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QPushButton
 
 from app.main_window import MainWindow
-from app.paths import resolve_paths
+from app.paths import AppPaths
 from engine.hardware import HardwareSnapshot
 from engine.planner import Verdict
-
-
-@pytest.fixture()
-def window(qtbot, tmp_path: Path, hardware: HardwareSnapshot):
-    paths = resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
-    win = MainWindow(paths, hardware=hardware)
-    qtbot.addWidget(win)
-    win.show()
-    win.start()
-    qtbot.waitUntil(lambda: not win.library.busy, timeout=10_000)
-    yield win
-    win.close()
-
-
-def drop(window: MainWindow, *paths: Path) -> QDropEvent:
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
-    enter = QDragEnterEvent(
-        window.rect().center(),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.LeftButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    window.dragEnterEvent(enter)
-    assert enter.isAccepted()
-    event = QDropEvent(
-        QPointF(window.rect().center()),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.LeftButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    window.dropEvent(event)
-    return event
+from tests.helpers import drag_enter, drop, open_window
 
 
 def facts(window: MainWindow) -> dict[str, str]:
@@ -134,16 +99,15 @@ def test_remove_from_library_keeps_the_file(
 
 
 def test_library_is_remembered_across_restarts(
-    qtbot, tmp_path: Path, hardware: HardwareSnapshot, tiny_model: Path
+    qtbot, app_paths: AppPaths, hardware: HardwareSnapshot, tiny_model: Path
 ) -> None:
-    paths = resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
-    first = MainWindow(paths, hardware=hardware)
+    first = MainWindow(app_paths, hardware=hardware)
     qtbot.addWidget(first)
     first.start()
     drop(first, tiny_model)
     qtbot.waitUntil(lambda: first.library.counts().models == 1, timeout=10_000)
     first.close()
-    second = MainWindow(paths, hardware=hardware)
+    second = MainWindow(app_paths, hardware=hardware)
     qtbot.addWidget(second)
     second.start()
     qtbot.waitUntil(lambda: second.library.counts().models == 1, timeout=10_000)
@@ -153,18 +117,7 @@ def test_library_is_remembered_across_restarts(
 def test_non_gguf_drops_are_refused(window: MainWindow, tmp_path: Path) -> None:
     text = tmp_path / "readme.txt"
     text.write_text("hi")
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(text))])
-    enter = QDragEnterEvent(
-        window.rect().center(),
-        Qt.DropAction.CopyAction,
-        mime,
-        Qt.MouseButton.LeftButton,
-        Qt.KeyboardModifier.NoModifier,
-    )
-    enter.setAccepted(False)
-    window.dragEnterEvent(enter)
-    assert not enter.isAccepted()
+    assert not drag_enter(window, text).isAccepted()
 
 
 def test_does_not_fit_shows_a_one_click_fix(qtbot, window: MainWindow, gemma_path: Path) -> None:
@@ -181,19 +134,14 @@ def test_does_not_fit_shows_a_one_click_fix(qtbot, window: MainWindow, gemma_pat
     assert panel.plan().verdict is not Verdict.DOES_NOT_FIT
 
 
-def test_a_build_that_failed_its_self_check_is_said_in_the_window(qtbot, tmp_path: Path, hardware, capsys):
-    from dataclasses import replace
-
+def test_a_build_that_failed_its_self_check_is_said_in_the_window(
+    qtbot, app_paths: AppPaths, hardware, capsys
+):
     message = (
         "llama.cpp crashed with SIGILL (illegal instruction) in its self-check on this CPU; it was "
         "compiled for AVX2, AMX_INT8. Rebuild it safely with: HEARTH_CPU=portable make native"
     )
-    paths = resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
-    win = MainWindow(paths, hardware=replace(hardware, native_error=message))
-    qtbot.addWidget(win)
-    win.show()
-    win.start()
-    qtbot.waitUntil(lambda: not win.library.busy, timeout=10_000)
+    win = open_window(qtbot, app_paths, replace(hardware, native_error=message))
     assert win.native_label.text() == message and win.native_label.isVisible()
     assert win.model_panel.load_status.text() == message
     assert capsys.readouterr().err.strip() == f"hearth: {message}"

@@ -1,0 +1,25 @@
+"""Fixtures for the GUI tests: a main window on a temporary data folder (helpers in tests/helpers.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.paths import AppPaths, resolve_paths
+from engine.hardware import HardwareSnapshot
+from tests.helpers import open_window
+
+
+@pytest.fixture()
+def app_paths(tmp_path: Path) -> AppPaths:
+    """The app's data and models folders, inside this test's tmp dir."""
+    return resolve_paths(tmp_path / "data", tmp_path / "models").ensure()
+
+
+@pytest.fixture()
+def window(qtbot, app_paths: AppPaths, hardware: HardwareSnapshot):
+    """A shown, started main window with an empty library (closed after the test)."""
+    win = open_window(qtbot, app_paths, hardware)
+    yield win
+    win.close()
