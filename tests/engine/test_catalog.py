@@ -17,16 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import catalog
 from engine.catalog import (
     InvalidModelFile,
     ModelInfo,
     ModelKind,
+    architectures,
+    gguf_reader,
     inspect,
     inspect_model,
     inspect_projector,
     known_architectures,
     split_part_paths,
+    vocabulary,
 )
 
 # ----------------------------------------------------------------------------- helpers
@@ -209,7 +211,7 @@ def test_gemma_fields(gemma_path: Path) -> None:
 @pytest.mark.gemma
 def test_gemma_reads_the_header_only(gemma_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     read = 0
-    original = catalog._read_fully
+    original = gguf_reader.read_fully
 
     def counting(fh, n):  # type: ignore[no-untyped-def]
         nonlocal read
@@ -217,7 +219,7 @@ def test_gemma_reads_the_header_only(gemma_path: Path, monkeypatch: pytest.Monke
         read += len(chunk)
         return chunk
 
-    monkeypatch.setattr(catalog, "_read_fully", counting)
+    monkeypatch.setattr(gguf_reader, "read_fully", counting)
     info = inspect(gemma_path)
     # The header is ~6.5 MB of a 253 MB file; allow one read-ahead chunk past it.
     assert read <= info.data_offset + 1024 * 1024
@@ -228,7 +230,7 @@ def test_gemma_vectorised_vocab_scan_matches_the_exact_loop(
     gemma_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast = inspect(gemma_path)
-    monkeypatch.setattr(catalog, "_fast_string_chain", lambda reader, count: None)
+    monkeypatch.setattr(vocabulary, "_fast_string_chain", lambda reader, count: None)
     slow = inspect(gemma_path)
     assert fast == slow
     assert dict(fast.metadata) == dict(slow.metadata)
@@ -264,8 +266,8 @@ def test_known_architectures() -> None:
 
 def test_architecture_block_is_read_from_library_strings() -> None:
     blob = b"junk\0unknown\0clip\0llama\0llama4\0newarch-x\0(unknown)\0general.type\0"
-    assert catalog._architecture_block(blob) == {"llama", "llama4", "newarch-x"}
-    assert catalog._architecture_block(b"nothing here") == set()
+    assert architectures._architecture_block(blob) == {"llama", "llama4", "newarch-x"}
+    assert architectures._architecture_block(b"nothing here") == set()
 
 
 # ----------------------------------------------------------------------------- validation
@@ -348,7 +350,7 @@ def test_empty_directory_missing_unreadable(tmp_path: Path, monkeypatch: pytest.
         raise PermissionError(13, "Permission denied")
 
     # Tests may run as root, which ignores file modes: simulate the refusal instead.
-    monkeypatch.setattr(catalog, "open", deny, raising=False)
+    monkeypatch.setattr(gguf_reader, "open", deny, raising=False)
     assert reason(locked) == "cannot read the file: permission denied"
 
 
@@ -586,8 +588,8 @@ def test_vocab_scan_matches_llama_cpp_rules(n: int, edits: list[tuple[int, str, 
 
 
 def test_builtin_open_is_untouched() -> None:
-    # test_empty_directory_missing_unreadable patches catalog.open; make sure it was undone.
-    assert not hasattr(catalog, "open") or catalog.open is builtins.open
+    # test_empty_directory_missing_unreadable patches gguf_reader.open; make sure it was undone.
+    assert not hasattr(gguf_reader, "open") or gguf_reader.open is builtins.open
 
 
 @pytest.mark.parametrize("n_tokens", [10, 300])  # exact loop below 64 tokens, vectorised above
