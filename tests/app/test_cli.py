@@ -17,6 +17,13 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def chat_json(capsys: pytest.CaptureFixture[str], model: Path, prompt: str, *options: str) -> dict:
+    """`hearth chat MODEL PROMPT OPTIONS --json --ctx 512`, which must succeed: its JSON."""
+    code, out, _ = run(capsys, "chat", str(model), prompt, *options, "--json", "--ctx", "512")
+    assert code == 0
+    return json.loads(out)
+
+
 def test_inspect_text(capsys, tiny_model: Path) -> None:
     code, out, _ = run(capsys, "inspect", str(tiny_model))
     assert code == 0
@@ -77,21 +84,7 @@ def test_chat_streams_the_reply(capsys, scripted_model: Path) -> None:
 
 
 def test_chat_json(capsys, scripted_model: Path) -> None:
-    code, out, _ = run(
-        capsys,
-        "chat",
-        str(scripted_model),
-        "hello",
-        "--temp",
-        "0",
-        "--max-tokens",
-        "3",
-        "--json",
-        "--ctx",
-        "512",
-    )
-    assert code == 0
-    data = json.loads(out)
+    data = chat_json(capsys, scripted_model, "hello", "--temp", "0", "--max-tokens", "3")
     assert data["text"] == "é a"
     assert data["stop_reason"] == "length"
     assert data["usage"]["completion_tokens"] == 3
@@ -120,12 +113,11 @@ def test_chat_with_an_image(capsys, tiny_model: Path, tiny_projector: Path, tmp_
 
     picture = tmp_path / "red.png"
     Image.new("RGB", (32, 32), (200, 10, 10)).save(picture)
-    code, out, _ = run(
-        capsys, "chat", str(tiny_model), "what is this?", "--mmproj", str(tiny_projector),
-        "--image", str(picture), "--max-tokens", "3", "--json", "--ctx", "512",
+    data = chat_json(
+        capsys, tiny_model, "what is this?", "--mmproj", str(tiny_projector), "--image", str(picture),
+        "--max-tokens", "3",
     )  # fmt: skip
-    assert code == 0
-    assert json.loads(out)["usage"]["images"] == 1
+    assert data["usage"]["images"] == 1
 
 
 def test_chat_image_refusals_match_the_engine(
@@ -142,21 +134,8 @@ def test_chat_image_refusals_match_the_engine(
 
 
 def test_chat_with_prompt_lookup(capsys, scripted_model: Path) -> None:
-    code, out, _ = run(
-        capsys,
-        "chat",
-        str(scripted_model),
-        "hello",
-        "--temp",
-        "0",
-        "--speculate",
-        "lookup",
-        "--json",
-        "--ctx",
-        "512",
-    )
-    assert code == 0
-    assert json.loads(out)["text"] == SCRIPT_TEXT
+    data = chat_json(capsys, scripted_model, "hello", "--temp", "0", "--speculate", "lookup")
+    assert data["text"] == SCRIPT_TEXT
 
 
 def test_bench_with_speculation_reports_drafts(capsys, looping_model: Path) -> None:
