@@ -7,6 +7,7 @@ import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -553,20 +554,27 @@ def test_detokenizer_round_trips_any_text(text: str, size: int) -> None:
 # --------------------------------------------------------------------------- llama.cpp tokenizer
 
 
-@pytest.fixture(scope="module")
-def tiny_vocab_model(tiny_model: Path) -> Iterator[Any]:
-    """The tiny model's vocabulary only (no weights), freed after the module."""
+@contextmanager
+def vocab_only(path: Path) -> Iterator[Any]:
+    """The vocabulary of the model at ``path`` only (no weights), freed on exit."""
     llama_cpp = pytest.importorskip("llama_cpp")
     assert ensure_backend()
     params = llama_cpp.llama_model_default_params()
     params.vocab_only = True
     params.n_gpu_layers = 0
-    model = llama_cpp.llama_model_load_from_file(str(tiny_model).encode(), params)
-    assert model, "the tiny model's vocabulary did not load"
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    assert model, f"the vocabulary of {path.name} did not load"
     try:
         yield model
     finally:
         llama_cpp.llama_model_free(model)
+
+
+@pytest.fixture(scope="module")
+def tiny_vocab_model(tiny_model: Path) -> Iterator[Any]:
+    """The tiny model's vocabulary only (no weights), freed after the module."""
+    with vocab_only(tiny_model) as model:
+        yield model
 
 
 @pytest.fixture()
@@ -642,13 +650,7 @@ def test_chat_template_from_model(tiny_vocab_model: Any, vocab: Any) -> None:
 @pytest.mark.gemma
 def test_gemma3_270m_has_no_template_and_gets_the_gemma_format(gemma_path: Path) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
-    assert ensure_backend()
-    params = llama_cpp.llama_model_default_params()
-    params.vocab_only = True
-    params.n_gpu_layers = 0
-    model = llama_cpp.llama_model_load_from_file(str(gemma_path).encode(), params)
-    assert model
-    try:
+    with vocab_only(gemma_path) as model:
         template = ChatTemplate.from_model(model)
         assert (template.template, template.architecture) == (None, "gemma3")
         prompt = template.render([SYSTEM, ChatMessage(Role.USER, "Hi")])
@@ -662,5 +664,3 @@ def test_gemma3_270m_has_no_template_and_gets_the_gemma_format(gemma_path: Path)
         assert b"".join(pieces[1:]).decode() == prompt.text
         end_of_turn = tokens[pieces.index(b"<end_of_turn>")]
         assert llama_cpp.llama_vocab_is_eog(vocab, end_of_turn)
-    finally:
-        llama_cpp.llama_model_free(model)
