@@ -41,6 +41,23 @@ def models(tmp_path: Path, tiny_model: Path, tiny_projector: Path) -> Path:
     return root
 
 
+@pytest.fixture()
+def lone(tmp_path: Path, tiny_model: Path) -> Path:
+    """A model file outside the ``models`` folder."""
+    path = tmp_path / "lone.gguf"
+    shutil.copy(tiny_model, path)
+    return path
+
+
+@pytest.fixture()
+def library(tmp_path: Path, models: Path, lone: Path) -> Library:
+    """A saved library holding the ``models`` folder and the ``lone`` file."""
+    library = Library(tmp_path / "state.json")
+    library.add(models)
+    library.add(lone)
+    return library
+
+
 def names(entries: tuple[LibraryEntry, ...]) -> list[str]:
     return sorted(e.path.name for e in entries)
 
@@ -164,12 +181,7 @@ def test_rescan_only_reinspects_changed_files(models: Path) -> None:
     assert inspector.calls == [changed]
 
 
-def test_files_that_disappear_drop_out_quietly(models: Path, tiny_model: Path, tmp_path: Path) -> None:
-    lone = tmp_path / "lone.gguf"
-    shutil.copy(tiny_model, lone)
-    library = Library(tmp_path / "state.json")
-    library.add(models)
-    library.add(lone)
+def test_files_that_disappear_drop_out_quietly(models: Path, lone: Path, library: Library) -> None:
     (models / "foo-Q4_K_M.gguf").unlink()
     lone.unlink()
     entries = library.rescan()
@@ -182,12 +194,7 @@ def test_files_that_disappear_drop_out_quietly(models: Path, tiny_model: Path, t
     assert library.folders == (models,) and library.files == (lone,)
 
 
-def test_remove_never_deletes(models: Path, tiny_model: Path, tmp_path: Path) -> None:
-    lone = tmp_path / "lone.gguf"
-    shutil.copy(tiny_model, lone)
-    library = Library(tmp_path / "state.json")
-    library.add(models)
-    library.add(lone)
+def test_remove_never_deletes(models: Path, lone: Path, library: Library, tmp_path: Path) -> None:
     inside = models / "foo-Q4_K_M.gguf"
     assert library.remove(inside)
     assert inside.exists() and library.get(inside) is None
