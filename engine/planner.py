@@ -18,6 +18,11 @@ What llama.cpp allocates, and how it is predicted here:
 - compute: the scheduler's worst-case graph for one micro-batch. Its peak is either the
   final logits (``n_ubatch x n_vocab`` floats, which dominates for large vocabularies) or
   a transformer layer's live intermediates plus the attention masks.
+- runtime: what llama.cpp holds outside its named buffers. Mostly the vocabulary tables
+  (token texts, the text-to-id map, the piece cache, BPE merge ranks), measured with
+  vocab-only loads of Gemma 3 (262,144 tokens: 41.0 MiB) and Qwen2.5 (151,936 tokens and
+  151,387 merges: 46.0 MiB) on glibc/libstdc++ x86-64; plus a fixed 8 MiB seen on the
+  tiny models once a context is filled (threads, graph metadata, work buffers).
 - output: the host buffer for logits, ``n_seq_max x n_vocab`` floats at creation, growing to
   ``n_outputs_max`` rows when a batch verifies drafts.
 
@@ -42,6 +47,11 @@ from engine.units import format_bytes
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+
+# llama.cpp's memory outside its named buffers (see the module docstring).
+VOCAB_BYTES_PER_TOKEN = 164
+VOCAB_BYTES_PER_MERGE = 154
+RUNTIME_FIXED_BYTES = 8 * MIB
 
 # llama.cpp rounds n_ctx, and with kv_unified=False also n_ctx / n_seq_max, up to this.
 CONTEXT_STEP = 256
@@ -214,12 +224,14 @@ class DeviceMemory:
     available: int  # free bytes on the device when planned
     reserve: int = 0  # of ``available``, kept free for the OS, the app or the GPU driver
     repack: int = 0  # CPU_REPACK: weights copied into this CPU's SIMD layout
+    runtime: int = 0  # outside llama.cpp's named buffers: vocabulary tables, working set
 
     @property
     def total(self) -> int:
         return (
             self.weights
             + self.repack
+            + self.runtime
             + self.kv_cache
             + self.compute
             + self.output
@@ -307,6 +319,14 @@ class ModelShape:
     embedding_bytes: int  # token_embd (+ norms): always on the host
     output_bytes: int  # output.weight; 0 when tied to the token embeddings
     matmul_weights: tuple[tuple[str, int, int], ...] = ()  # ModelInfo.matmul_weights
+    n_merges: int = 0
+
+    @property
+    def runtime_bytes(self) -> int:
+        """Vocabulary tables and the fixed working set llama.cpp keeps on the host."""
+        return (
+            self.n_vocab * VOCAB_BYTES_PER_TOKEN + self.n_merges * VOCAB_BYTES_PER_MERGE + RUNTIME_FIXED_BYTES
+        )
 
     @property
     def has_swa(self) -> bool:
@@ -380,6 +400,7 @@ def model_shape(info: ModelInfo) -> ModelShape:
         embedding_bytes=embedding,
         output_bytes=info.output_tensor_bytes,
         matmul_weights=info.matmul_weights,
+        n_merges=info.merges_count,
     )
 
 
@@ -624,6 +645,7 @@ def layer_devices(n_layer: int, n_gpu_layers: int, gpus: tuple[GpuInfo, ...]) ->
 class _Tally:
     weights: int = 0
     repack: int = 0
+    runtime: int = 0
     kv_cache: int = 0
     compute: int = 0
     output: int = 0
@@ -635,6 +657,7 @@ class _Tally:
         return (
             self.weights
             + self.repack
+            + self.runtime
             + self.kv_cache
             + self.compute
             + self.output
@@ -659,6 +682,7 @@ def _model_tallies(
         return cpu if dev < 0 else gpu[dev]
 
     cpu.weights += shape.embedding_bytes
+    cpu.runtime += shape.runtime_bytes
     for il, nbytes in enumerate(shape.block_bytes):
         on(devices[il]).weights += nbytes
     out_dev = devices[-1]
@@ -1009,6 +1033,7 @@ def _device_memory(layout: _Layout, hardware: HardwareSnapshot, use_gpu: bool) -
             device=name,
             weights=t.weights,
             repack=t.repack,
+            runtime=t.runtime,
             kv_cache=t.kv_cache,
             compute=t.compute,
             output=t.output,

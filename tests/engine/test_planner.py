@@ -15,6 +15,7 @@ from engine.defaults import DEFAULT_MAX_DRAFT
 from engine.errors import EngineError
 from engine.hardware import GpuInfo, HardwareSnapshot
 from engine.planner import (
+    RUNTIME_FIXED_BYTES,
     InvalidLoadRequest,
     KvCacheType,
     LoadPhase,
@@ -701,10 +702,8 @@ def test_plan_counts_cpu_repack_beside_the_mapped_weights() -> None:
     avx2 = replace(machine(), simd=AVX2)
     p = plan_load(info, avx2, LoadRequest())
     assert p.memory[0].repack == 300 * MIB
-    assert (
-        p.memory[0].total
-        == p.memory[0].weights + 300 * MIB + p.memory[0].kv_cache + p.memory[0].compute + p.memory[0].output
-    )
+    m = p.memory[0]
+    assert m.total == m.weights + 300 * MIB + m.runtime + m.kv_cache + m.compute + m.output
     assert any("CPU_REPACK" in r and "Q4_K" in r for r in p.reasons)
     unknown = plan_load(info, replace(machine(), simd=()), LoadRequest())
     assert unknown.memory[0].repack == 0
@@ -723,3 +722,13 @@ def test_a_plan_within_ten_percent_of_free_memory_is_tight_and_offers_headroom()
     assert fixed.verdict is Verdict.FITS
     roomy = plan(g, machine(ram=4 * ram))
     assert roomy.verdict is Verdict.FITS and not roomy.suggestions
+
+
+def test_runtime_counts_the_vocabulary_tables_llama_cpp_keeps() -> None:
+    """Measured with vocab-only loads: Gemma 3's 262,144 tokens take 41.0 MiB, Qwen2.5's
+    151,936 tokens and 151,387 merges 46.0 MiB."""
+    gemma = replace(make_info(vocab=262144), merges_count=0)
+    qwen = replace(make_info(vocab=151936), merges_count=151387)
+    fixed = RUNTIME_FIXED_BYTES
+    assert plan(gemma).memory[0].runtime - fixed == pytest.approx(41.0 * MIB, rel=0.03)
+    assert plan(qwen).memory[0].runtime - fixed == pytest.approx(46.0 * MIB, rel=0.03)
