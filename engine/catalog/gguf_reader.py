@@ -7,8 +7,10 @@ reason, never in a MemoryError or a hang. ``gguf`` is used only for its constant
 
 from __future__ import annotations
 
+import contextlib
 import stat
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -84,7 +86,7 @@ def invalid_file(path: Path, reason: str) -> InvalidModelFile:
     return InvalidModelFile(path, shorten(reason, 300))
 
 
-def open_gguf(path: Path) -> tuple[BinaryIO, int]:
+def _open_gguf(path: Path) -> tuple[BinaryIO, int]:
     """``path`` opened unbuffered, and its size; a folder, an empty or unreadable file fails."""
     try:
         st = path.stat()
@@ -105,6 +107,15 @@ def open_gguf(path: Path) -> tuple[BinaryIO, int]:
     except OSError as exc:
         raise invalid_file(path, f"cannot read the file: {exc.strerror or exc}") from None
     return fh, st.st_size
+
+
+@contextlib.contextmanager
+def open_reader(path: Path) -> Iterator[Reader]:
+    """A ``Reader`` over ``path``, closed on leaving; a folder, an empty or unreadable file
+    fails with ``InvalidModelFile``."""
+    fh, size = _open_gguf(path)
+    with fh:
+        yield Reader(path, fh, size)
 
 
 def read_fully(fh: BinaryIO, n: int) -> bytes:

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from engine.catalog.gguf_header import Header, as_int, check_complete, int_or_layers, parse_header
-from engine.catalog.gguf_reader import Reader, invalid_file, open_gguf
+from engine.catalog.gguf_reader import invalid_file, open_reader
 from engine.catalog.metadata_checks import check_text_model, projector_info
 from engine.catalog.model_info import ModelInfo, ModelKind, Scalar
 from engine.catalog.split_files import read_split_parts, split_part_paths
@@ -25,12 +25,10 @@ def inspect(path: Path | str, expect: ModelKind | None = None) -> ModelInfo:
     rejects a file of the other kind, and for TEXT a non-first part of a split model.
     """
     path = Path(path)
-    fh, size = open_gguf(path)
-    with fh:
-        reader = Reader(path, fh, size)
+    with open_reader(path) as reader:
         header = parse_header(reader, check_vocab=True)
     check_complete(reader, header)
-    info = _describe(path, size, header)
+    info = _describe(path, reader.size, header)
     if expect is not None:
         _check_expected(info, expect)
     return info

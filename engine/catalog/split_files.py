@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from engine.catalog.gguf_header import Header, as_int, check_complete, parse_header
-from engine.catalog.gguf_reader import Reader, invalid_file, open_gguf
+from engine.catalog.gguf_reader import invalid_file, open_reader
 from engine.errors import InvalidModelFile
 
 _SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
@@ -39,18 +39,13 @@ def read_split_parts(path: Path, count: int) -> list[tuple[Path, int, Header]]:
     for index, part in enumerate(names[1:], start=1):
         label = f"part {index + 1} of {count} ({part.name})"
         try:
-            fh, size = open_gguf(part)
-        except InvalidModelFile as exc:
-            raise invalid_file(path, f"split model {label}: {exc.reason}") from None
-        with fh:
-            reader = Reader(part, fh, size)
-            try:
+            with open_reader(part) as reader:
                 header = parse_header(reader, check_vocab=False)
                 check_complete(reader, header)
-            except InvalidModelFile as exc:
-                raise invalid_file(path, f"split model {label}: {exc.reason}") from None
+        except InvalidModelFile as exc:
+            raise invalid_file(path, f"split model {label}: {exc.reason}") from None
         says = (as_int(header.scalars.get("split.no")), as_int(header.scalars.get("split.count")))
         if says != (index, count):
             raise invalid_file(path, f"split model {label} belongs to another model")
-        parts.append((part, size, header))
+        parts.append((part, reader.size, header))
     return parts

@@ -27,7 +27,7 @@ from engine.catalog.gguf_reader import (
     VT,
     Reader,
     invalid_file,
-    open_gguf,
+    open_reader,
     read_fully,
     read_preamble,
     shorten,
@@ -312,9 +312,7 @@ def read_token_table(path: Path | str) -> TokenTable:
     and builds an object per token, seconds for a 262k vocabulary.
     """
     path = Path(path)
-    fh, size = open_gguf(path)
-    with fh:
-        reader = Reader(path, fh, size)
+    with open_reader(path) as reader:
         _, _, kv_count = read_preamble(reader)
         span: tuple[int, int, int] | None = None
         types: np.ndarray | None = None
@@ -356,8 +354,8 @@ def read_token_table(path: Path | str) -> TokenTable:
             raise reader.fail("this model has no vocabulary (tokenizer.ggml.tokens)")
         start, end, count = span
         try:
-            fh.seek(start)
-            blob = read_fully(fh, end - start)
+            reader.fh.seek(start)
+            blob = read_fully(reader.fh, end - start)
         except OSError as exc:
             raise reader.fail(f"cannot read the file: {exc.strerror or exc}") from exc
         if len(blob) != end - start:
