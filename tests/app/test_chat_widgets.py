@@ -84,12 +84,10 @@ def conversation(n: int) -> list[MessageData]:
 
 def click_point_of_anchor(view: MessageView, message_id: object, href: str) -> QPoint:
     """Viewport coordinates of a link in a message, found through the real layout."""
-    i = view._index[message_id]
-    row = view._rows[i]
+    row = view._rows[view._rows.find(message_id)]
     geom = row.geom
     assert geom is not None
-    view._ensure_tops()
-    row_top = view._tops[i] - view.verticalScrollBar().value()
+    row_top = view.message_rect(message_id).top()
     for doc, top, _height in view._body_documents(row):
         block = doc.begin()
         while block.isValid():
@@ -112,9 +110,8 @@ def click_point_of_anchor(view: MessageView, message_id: object, href: str) -> Q
 
 
 def action_point(view: MessageView, message_id: object, action: MessageAction) -> QPoint:
-    i = view._index[message_id]
-    view._ensure_tops()
-    top = view._tops[i] - view.verticalScrollBar().value()
+    i = view._rows.find(message_id)
+    top = view.message_rect(message_id).top()
     for a, rect in view._action_rects(i):
         if a is action:
             return QPoint(view._column_x() + rect.center().x(), top + rect.center().y())
@@ -170,7 +167,7 @@ def test_streaming_rerenders_only_the_streaming_message(qtbot, view: MessageView
     pieces = [f"token{i} " for i in range(60)] + ["\n```python\nx = 1\n```\n"]
     for piece in pieces:
         view.append_delta("r", piece)
-    qtbot.waitUntil(lambda: view.message("r").text == "".join(pieces) and not view._rows[-1].pending)
+    assert view.message("r").text == "".join(pieces)
     qtbot.wait(80)
     assert view.message("r").state is MessageState.STREAMING
     assert {k: v for k, v in view.render_counts.items() if k != "r"} == before
@@ -190,10 +187,10 @@ def test_long_streaming_reply_renders_in_pieces(qtbot, view: MessageView) -> Non
     for start in range(0, len(text), 200):
         view.append_delta("r", text[start : start + 200])
         began = time.perf_counter()
-        view._flush_deltas()
+        view._scroll.settle()
         view.viewport().repaint()
         costs.append(time.perf_counter() - began)
-    stream = view._streams["r"]
+    stream = view._documents.streaming("r")
     assert len(stream.segments) > 5
     assert view.code_blocks("r") == tuple(f"x = {k}" for k in range(30))
     last = len(costs) // 4
@@ -209,7 +206,8 @@ def test_long_streaming_reply_renders_in_pieces(qtbot, view: MessageView) -> Non
         qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point)
     assert copied.args == ["x = 29"]
     view.set_state("r", MessageState.DONE)
-    assert "r" not in view._streams and view.code_blocks("r") == tuple(f"x = {k}" for k in range(30))
+    assert view._documents.streaming("r") is None
+    assert view.code_blocks("r") == tuple(f"x = {k}" for k in range(30))
 
 
 def test_stable_prefix_end() -> None:
@@ -349,8 +347,7 @@ def test_reading_position_survives_background_measuring(qtbot, view: MessageView
     view.viewport().repaint()
 
     def screen_y() -> int:
-        view._ensure_tops()
-        return view._tops[view._index["m150"]] - view.verticalScrollBar().value()
+        return view.message_rect("m150").top()
 
     before = screen_y()
     qtbot.waitUntil(lambda: view.measured_rows() == 300, timeout=20_000)
@@ -369,9 +366,8 @@ def test_resize_keeps_following_the_bottom(qtbot, view: MessageView) -> None:
 
 def test_drag_selects_text_and_ctrl_c_copies(qtbot, view: MessageView) -> None:
     view.set_messages([MessageData("a", Role.ASSISTANT, "alpha beta gamma")])
-    i = view._index["a"]
-    geom = view._rows[i].geom
-    top = view._tops[i] - view.verticalScrollBar().value()
+    geom = view._rows[view._rows.find("a")].geom
+    top = view.message_rect("a").top()
     y = top + geom.body.y() + geom.body.height() // 2
     x0 = view._column_x() + geom.body.x()
     qtbot.mousePress(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(x0 + 1, y))

@@ -1,0 +1,160 @@
+"""The documents a message view lays out and paints.
+
+Markdown is rendered to HTML once per (message, text) and the HTML kept for many messages;
+a QTextDocument (costly: it holds a whole layout) only for those painted recently. A
+streaming reply has its own pieces instead (``StreamingRender``).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter, OrderedDict
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QFont, QTextCursor, QTextDocument, QTextOption
+
+from app.chat.data import MessageData, MessageId
+from app.chat.markdown import MarkdownRenderer, MarkdownStyle, RenderedMarkdown, default_stylesheet
+from app.chat.streaming_render import RenderedDocument, StreamingRender
+from engine import Role
+
+DOC_CACHE_SIZE = 160
+HTML_CACHE_SIZE = 4000
+
+
+def selection_cursor(document: QTextDocument, anchor: int, position: int) -> QTextCursor:
+    cursor = QTextCursor(document)
+    cursor.setPosition(anchor)
+    cursor.setPosition(position, QTextCursor.MoveMode.KeepAnchor)
+    return cursor
+
+
+class MessageDocuments:
+    """Renderings and documents by message id; documents are children of ``owner``."""
+
+    def __init__(self, owner: QObject, style: MarkdownStyle, font: QFont) -> None:
+        self._owner = owner
+        self._html: OrderedDict[tuple[object, ...], RenderedMarkdown] = OrderedDict()
+        self._docs: OrderedDict[MessageId, RenderedDocument] = OrderedDict()
+        self._streams: dict[MessageId, StreamingRender] = {}
+        self._scratch = QTextDocument()  # measuring messages that have no cached document
+        self.render_counts: Counter[MessageId] = Counter()  # Markdown renders per message
+        self.restyle(style, font)
+
+    def restyle(self, style: MarkdownStyle, font: QFont) -> None:
+        """A new style or font: drop everything that baked the old one in."""
+        self._renderer = MarkdownRenderer(style)
+        self._stylesheet = default_stylesheet(style)
+        self._font = font
+        self._html.clear()
+        for entry in self._docs.values():
+            entry.document.deleteLater()
+        self._docs.clear()
+        # Streaming replies start over in the new style when next laid out.
+        for message_id, stream in self._streams.items():
+            stream.discard()
+            self._streams[message_id] = StreamingRender()
+        self._configure(self._scratch)
+
+    def new_document(self) -> QTextDocument:
+        doc = QTextDocument(self._owner)
+        self._configure(doc)
+        return doc
+
+    def _configure(self, doc: QTextDocument) -> None:
+        doc.setDefaultFont(self._font)
+        doc.setDefaultStyleSheet(self._stylesheet)
+        doc.setDocumentMargin(0)
+        option = doc.defaultTextOption()
+        # Long URLs and hashes in replies must wrap instead of running off the column.
+        option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        doc.setDefaultTextOption(option)
+        doc.setUndoRedoEnabled(False)
+
+    def rendered(self, data: MessageData) -> RenderedMarkdown:
+        key = (data.id, data.role, len(data.text), hash(data.text))
+        hit = self._html.get(key)
+        if hit is not None:
+            self._html.move_to_end(key)
+            return hit
+        if data.role is Role.USER:
+            # What the user typed is shown as typed: no Markdown surprises with * or _.
+            body = f'<p style="white-space: pre-wrap;">{html.escape(data.text)}</p>'
+            rendered = RenderedMarkdown(html=body, code_blocks=())
+        else:
+            rendered = self._renderer.render(data.text)
+        self.render_counts[data.id] += 1
+        self._html[key] = rendered
+        while len(self._html) > HTML_CACHE_SIZE:
+            self._html.popitem(last=False)
+        return rendered
+
+    def document(self, data: MessageData, width: int | None = None) -> QTextDocument:
+        """The message's whole document (cached, LRU), laid out at ``width`` if given."""
+        rendered = self.rendered(data)
+        entry = self._docs.get(data.id)
+        if entry is None:
+            entry = self._docs[data.id] = RenderedDocument.holding(self.new_document(), rendered)
+        else:
+            entry.show(rendered)
+        self._docs.move_to_end(data.id)
+        while len(self._docs) > DOC_CACHE_SIZE:
+            _, old = self._docs.popitem(last=False)
+            old.document.deleteLater()
+        doc = entry.document
+        # setTextWidth lays the whole document out again even when unchanged.
+        if width is not None and doc.textWidth() != width:
+            doc.setTextWidth(width)
+        return doc
+
+    def body(self, data: MessageData, width: int | None = None, keep: bool = True) -> list[QTextDocument]:
+        """The documents of the message's body, top to bottom, current with its text (none
+        for an empty reply). ``keep=False``, for measuring only: a message with no cached
+        document is set in a shared scratch one rather than given its own."""
+        stream = self._streams.get(data.id)
+        if stream is not None:
+            if stream.update(data.text, self._renderer, self.new_document):
+                self.render_counts[data.id] += 1
+            return [segment.document for segment in stream.segments]
+        if not data.text and data.role is not Role.USER:
+            return []
+        if keep or data.id in self._docs:
+            return [self.document(data, width)]
+        self._scratch.setHtml(self.rendered(data).html)
+        return [self._scratch]
+
+    def code_blocks(self, data: MessageData) -> tuple[str, ...]:
+        stream = self._streams.get(data.id)
+        if stream is None:
+            return self.rendered(data).code_blocks
+        self.body(data)
+        return stream.code_blocks
+
+    # -- streaming replies ------------------------------------------------------------
+
+    def start_stream(self, message_id: MessageId) -> None:
+        """Render the message in pieces from now on (kept if it already is)."""
+        self._streams.setdefault(message_id, StreamingRender())
+
+    def streaming(self, message_id: MessageId) -> StreamingRender | None:
+        return self._streams.get(message_id)
+
+    def end_stream(self, message_id: MessageId) -> None:
+        """A finished reply is rendered whole, once: its pieces go."""
+        stream = self._streams.pop(message_id, None)
+        if stream is not None:
+            stream.discard()
+
+    def end_streams(self) -> None:
+        for message_id in list(self._streams):
+            self.end_stream(message_id)
+
+    def forget(self, message_id: MessageId) -> None:
+        entry = self._docs.pop(message_id, None)
+        if entry is not None:
+            entry.document.deleteLater()
+        self.end_stream(message_id)
+
+    def keep_only(self, live: set[MessageId]) -> None:
+        for message_id in {*self._docs, *self._streams} - live:
+            self.forget(message_id)

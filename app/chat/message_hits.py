@@ -1,0 +1,89 @@
+"""What is under the mouse in a laid-out row, and the text the user selects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPoint, QPointF, QRect, Qt
+from PySide6.QtGui import QTextDocument
+
+from app.chat.data import MessageAction, MessageData, MessageId
+from app.chat.markdown import code_block_index
+from app.chat.message_layout import Geometry
+
+
+@dataclass(frozen=True)
+class Hit:
+    row: int
+    kind: str  # "action", "anchor", "body", "thumb", "stats", "row"
+    action: MessageAction | None = None
+    anchor: str = ""
+    position: int = -1  # character position in the document, for selection
+    thumb: int = -1
+
+
+@dataclass
+class Selection:
+    row_id: MessageId
+    anchor: int
+    position: int
+
+    @property
+    def empty(self) -> bool:
+        return self.anchor == self.position
+
+
+def hit_in_row(
+    i: int,
+    geom: Geometry,
+    local: QPoint,
+    actions: Sequence[tuple[MessageAction, QRect]],
+    documents: Sequence[tuple[QTextDocument, int, int]],
+    selectable: bool,
+) -> Hit:
+    """What row i shows at ``local`` (relative to the row's top-left): ``actions`` are the
+    buttons showing, ``documents`` the body's pieces as (document, top, height)."""
+    for action, rect in actions:
+        if rect.contains(local):
+            return Hit(i, "action", action=action)
+    for k, rect in enumerate(geom.thumbs):
+        if rect.contains(local):
+            return Hit(i, "thumb", thumb=k)
+    if geom.stats is not None and geom.stats.contains(local):
+        return Hit(i, "stats")
+    hit_area = geom.bubble if geom.bubble is not None else geom.body
+    if geom.body.height() > 0 and hit_area.contains(local):
+        for doc, top, height in documents:
+            point = QPointF(local - geom.body.topLeft() - QPoint(0, top))
+            # Below this piece, unless it is the last: the point belongs to a later one.
+            if point.y() >= height and top + height < geom.body.height():
+                continue
+            layout = doc.documentLayout()
+            anchor = layout.anchorAt(point)
+            position = layout.hitTest(point, Qt.HitTestAccuracy.FuzzyHit) if selectable else -1
+            if anchor:
+                return Hit(i, "anchor", anchor=anchor, position=position)
+            return Hit(i, "body", position=position)
+    return Hit(i, "row")
+
+
+def position_in_body(doc: QTextDocument, geom: Geometry, local: QPoint) -> int:
+    """Character position at ``local`` (relative to the row) in the row's document,
+    clamped to its ends: a drag may leave the body."""
+    point = QPointF(local - geom.body.topLeft())
+    if point.y() < 0:
+        return 0
+    if point.y() > geom.body.height():
+        return doc.characterCount() - 1
+    return max(0, doc.documentLayout().hitTest(point, Qt.HitTestAccuracy.FuzzyHit))
+
+
+def tooltip(hit: Hit, data: MessageData) -> str:
+    if hit.kind == "stats" and data.stats is not None:
+        return data.stats.details()
+    if hit.kind == "thumb":
+        return data.images[hit.thumb].name
+    if hit.kind == "anchor" and code_block_index(hit.anchor) is None:
+        return hit.anchor
+    return ""

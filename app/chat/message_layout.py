@@ -1,0 +1,188 @@
+"""Where each part of a message goes: a cheap height estimate for rows not laid out yet,
+and the exact geometry of a row from its documents."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QFont, QFontMetrics, QTextDocument
+
+from app.chat.data import MessageAction, MessageData, MessageState
+from engine import Role
+
+# In logical pixels.
+COLUMN_MAX_WIDTH = 880  # long lines are hard to read; wide windows get margins instead
+COLUMN_MIN_WIDTH = 120
+SIDE_MARGIN = 20
+ROW_PAD_TOP = 12
+ROW_PAD_BOTTOM = 4
+HEADER_GAP = 4
+BUBBLE_PAD_X = 14
+BUBBLE_PAD_Y = 9
+BUBBLE_RADIUS = 14
+BUBBLE_MAX_FRACTION = 0.8
+THUMB_SIZE = 96
+THUMB_GAP = 8
+LINE_GAP = 4
+PROGRESS_WIDTH = 260
+PROGRESS_HEIGHT = 3
+ACTION_PAD_X = 7
+ACTION_SPACING = 2
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where each part of a row goes, relative to the row's top-left in the column."""
+
+    width: int  # the column width this was measured at
+    height: int
+    header: QRect
+    thumbs: tuple[QRect, ...]
+    bubble: QRect | None  # user messages sit in a bubble
+    body: QRect  # where the documents are drawn; its width is their text width
+    pieces: tuple[tuple[int, int], ...]  # (top within the body, height) of each document
+    status: QRect | None
+    progress: QRect | None
+    stats: QRect | None
+    footer: QRect  # the actions line
+
+
+def column_width(viewport_width: int) -> int:
+    return max(COLUMN_MIN_WIDTH, min(COLUMN_MAX_WIDTH, viewport_width - 2 * SIDE_MARGIN))
+
+
+def column_x(viewport_width: int) -> int:
+    return max(SIDE_MARGIN, (viewport_width - column_width(viewport_width)) // 2)
+
+
+class MessageLayout:
+    """The fonts of one base font, and the geometry of rows set in them."""
+
+    def __init__(self, font: QFont) -> None:
+        self.body_font = QFont(font)
+        self.small_font = QFont(font)
+        self.small_font.setPointSizeF(max(7.0, font.pointSizeF() * 0.86))
+        self.header_font = QFont(self.small_font)
+        self.header_font.setWeight(QFont.Weight.DemiBold)
+        self.small_fm = QFontMetrics(self.small_font)
+        self.header_fm = QFontMetrics(self.header_font)
+        self.body_fm = QFontMetrics(self.body_font)
+
+    def estimate_height(self, data: MessageData, width: int) -> int:
+        """A cheap guess (no layout) good enough for the scrollbar until measured."""
+        user = data.role is Role.USER
+        if user:
+            width = int(width * BUBBLE_MAX_FRACTION) - 2 * BUBBLE_PAD_X
+        chars_per_line = max(10, width // max(1, self.body_fm.averageCharWidth()))
+        lines = sum(1 + len(line) // chars_per_line for line in data.text.split("\n"))
+        lines += data.text.count("```") * 2  # code block headers and padding
+        height = ROW_PAD_TOP + self.header_fm.height() + HEADER_GAP + lines * self.body_fm.lineSpacing()
+        if data.images:
+            height += THUMB_SIZE + THUMB_GAP
+        if user:
+            height += 2 * BUBBLE_PAD_Y
+        return height + 2 * self._footer_height() + ROW_PAD_BOTTOM
+
+    def measure(
+        self,
+        data: MessageData,
+        documents: Sequence[QTextDocument],
+        width: int,
+        status_text: str,
+        progress: bool,
+    ) -> Geometry:
+        """Lay the row out at ``width``: its body is ``documents`` stacked (a user's
+        message: one, in a bubble no wider than its text)."""
+        user = data.role is Role.USER
+        y = ROW_PAD_TOP
+        header = QRect(0, y, width, self.header_fm.height() + 2)
+        y += header.height() + HEADER_GAP
+
+        thumbs = self._thumbs(len(data.images), width, y, user)
+        if thumbs:
+            y = thumbs[-1].bottom() + 1 + THUMB_GAP
+
+        bubble: QRect | None = None
+        if user and documents:
+            doc = documents[0]
+            max_text = max(40, int(width * BUBBLE_MAX_FRACTION) - 2 * BUBBLE_PAD_X)
+            doc.setTextWidth(max_text)
+            text_width = min(max_text, math.ceil(doc.idealWidth()) + 2)
+            doc.setTextWidth(text_width)
+            doc_height = math.ceil(doc.size().height())
+            bubble_width = text_width + 2 * BUBBLE_PAD_X
+            bubble = QRect(width - bubble_width, y, bubble_width, doc_height + 2 * BUBBLE_PAD_Y)
+            body = QRect(bubble.x() + BUBBLE_PAD_X, y + BUBBLE_PAD_Y, text_width, doc_height)
+            pieces: tuple[tuple[int, int], ...] = ((0, doc_height),)
+            y = bubble.y() + bubble.height()
+        else:
+            stacked = []
+            body_height = 0
+            for doc in documents:
+                # setTextWidth lays the whole document out again even when unchanged.
+                if doc.textWidth() != width:
+                    doc.setTextWidth(width)
+                height = math.ceil(doc.size().height())
+                stacked.append((body_height, height))
+                body_height += height
+            body = QRect(0, y, width, body_height)
+            pieces = tuple(stacked)
+            y += body_height
+
+        status = progress_bar = None
+        if status_text:
+            y += LINE_GAP
+            text_height = self.text_height(status_text, width)
+            status = QRect(0, y, width, text_height)
+            y += text_height
+            if progress:
+                progress_bar = QRect(0, y + 4, min(width, PROGRESS_WIDTH), PROGRESS_HEIGHT)
+                y += 4 + PROGRESS_HEIGHT + 2
+
+        stats = None
+        if not user and (data.stats is not None or data.state is MessageState.STREAMING):
+            y += LINE_GAP
+            stats = QRect(0, y, width, self.small_fm.height())
+            y += stats.height()
+
+        y += 2
+        footer = QRect(0, y, width, self._footer_height())
+        y += footer.height() + ROW_PAD_BOTTOM
+        return Geometry(width, y, header, thumbs, bubble, body, pieces, status, progress_bar, stats, footer)
+
+    def _thumbs(self, count: int, width: int, top: int, user: bool) -> tuple[QRect, ...]:
+        """Image thumbnails in lines under the header: from the right under a user's
+        message (where its bubble is), from the left under a reply."""
+        step = THUMB_SIZE + THUMB_GAP
+        per_line = max(1, (width + THUMB_GAP) // step)
+        rects = []
+        for k in range(count):
+            line, col = divmod(k, per_line)
+            x = width - (col + 1) * THUMB_SIZE - col * THUMB_GAP if user else col * step
+            rects.append(QRect(x, top + line * step, THUMB_SIZE, THUMB_SIZE))
+        return tuple(rects)
+
+    def _footer_height(self) -> int:
+        return self.small_fm.height() + 6
+
+    def text_height(self, text: str, width: int) -> int:
+        """Height of small text wrapped at ``width`` (status lines may wrap: long errors)."""
+        bounds = QRect(0, 0, width, 10_000)
+        return self.small_fm.boundingRect(bounds, Qt.TextFlag.TextWordWrap, text).height()
+
+    def action_rects(
+        self, geom: Geometry, actions: Sequence[MessageAction], user: bool
+    ) -> list[tuple[MessageAction, QRect]]:
+        """The action buttons in the footer: under the user's bubble (right) or under the
+        reply (left)."""
+        widths = [self.small_fm.horizontalAdvance(a.value) + 2 * ACTION_PAD_X for a in actions]
+        total = sum(widths) + ACTION_SPACING * max(0, len(widths) - 1)
+        x = geom.width - total if user else -ACTION_PAD_X
+        rects = []
+        for action, w in zip(actions, widths, strict=True):
+            rects.append((action, QRect(x, geom.footer.y(), w, geom.footer.height())))
+            x += w + ACTION_SPACING
+        return rects

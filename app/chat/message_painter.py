@@ -1,0 +1,206 @@
+"""Drawing one laid-out message row: header, thumbnails, bubble, documents (with the
+selection), status line and progress bar, statistics or the writing dots, actions."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QImage,
+    QPainter,
+    QPainterPath,
+    QPalette,
+    QPixmap,
+    QTextCharFormat,
+    QTextDocument,
+)
+
+from app.chat.data import ImageThumb, MessageAction, MessageId, MessageState
+from app.chat.message_documents import selection_cursor
+from app.chat.message_layout import BUBBLE_RADIUS, THUMB_SIZE, MessageLayout
+from app.chat.message_rows import Row
+from app.chat.theme import ChatColors
+from engine import Role
+
+THUMB_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class RowPaint:
+    """What a row shows beyond its data and geometry, as the view knows it when painting."""
+
+    name: str  # who speaks
+    documents: Sequence[tuple[QTextDocument, int, int]]  # with its top and height in the body
+    status: tuple[str, str]  # text, colour role
+    progress: float | None  # of the prompt read, while a progress bar shows
+    stats: str
+    actions: Sequence[tuple[MessageAction, QRect]]  # empty while hidden
+    hovered: MessageAction | None
+    selection: tuple[int, int] | None  # anchor, position
+    tick: int  # animation step of the writing dots
+
+
+class MessagePainter:
+    def __init__(self, colors: ChatColors, layout: MessageLayout, palette: QPalette) -> None:
+        self.colors = colors
+        self._layout = layout
+        self._palette = palette
+        self._thumbs: OrderedDict[tuple[MessageId, int], tuple[ImageThumb, QPixmap]] = OrderedDict()
+
+    def paint_row(self, painter: QPainter, row: Row, origin: QPoint, clip: QRect, paint: RowPaint) -> None:
+        geom = row.geom
+        assert geom is not None
+        data = row.data
+        colors = self.colors
+        painter.save()
+        painter.translate(origin)
+
+        painter.setFont(self._layout.header_font)
+        painter.setPen(colors.muted)
+        align = Qt.AlignmentFlag.AlignRight if data.role is Role.USER else Qt.AlignmentFlag.AlignLeft
+        flags = int(align | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextDontClip)
+        painter.drawText(geom.header, flags, paint.name)
+
+        for k, rect in enumerate(geom.thumbs):
+            self._paint_thumb(painter, (data.id, k), data.images[k], rect)
+
+        if geom.bubble is not None:
+            path = QPainterPath()
+            bubble = QRectF(geom.bubble).adjusted(0.5, 0.5, -0.5, -0.5)
+            path.addRoundedRect(bubble, BUBBLE_RADIUS, BUBBLE_RADIUS)
+            painter.fillPath(path, colors.bubble)
+            painter.setPen(colors.bubble_border)
+            painter.drawPath(path)
+
+        for doc, top, height in paint.documents:
+            offset = geom.body.topLeft() + QPoint(0, top)
+            visible = QRectF(clip.translated(-origin - offset))
+            visible = visible.intersected(QRectF(0, 0, geom.body.width(), height))
+            if not visible.isEmpty():
+                self._paint_document(painter, doc, offset, visible, paint.selection)
+
+        painter.setFont(self._layout.small_font)
+        if geom.status is not None:
+            text, role = paint.status
+            painter.setPen({"muted": colors.muted, "warning": colors.warning, "error": colors.error}[role])
+            painter.drawText(geom.status, int(Qt.TextFlag.TextWordWrap | Qt.AlignmentFlag.AlignLeft), text)
+        if geom.progress is not None:
+            self._paint_progress(painter, QRectF(geom.progress), paint.progress or 0.0)
+        if geom.stats is not None:
+            if data.state is MessageState.STREAMING:
+                self._paint_streaming_dots(painter, geom.stats, paint.tick)
+            else:
+                painter.setPen(colors.muted)
+                elide = Qt.TextElideMode.ElideRight
+                line = self._layout.small_fm.elidedText(paint.stats, elide, geom.width)
+                painter.drawText(geom.stats, int(Qt.AlignmentFlag.AlignVCenter), line)
+
+        for action, rect in paint.actions:
+            hovered = paint.hovered is action
+            if hovered:
+                painter.setPen(Qt.PenStyle.NoPen)
+                painter.setBrush(colors.hover)
+                painter.drawRoundedRect(QRectF(rect).adjusted(0, 1, 0, -1), 6, 6)
+            painter.setPen(colors.text if hovered else colors.muted)
+            painter.drawText(rect, int(Qt.AlignmentFlag.AlignCenter), action.value)
+        painter.restore()
+
+    def _paint_document(
+        self,
+        painter: QPainter,
+        doc: QTextDocument,
+        offset: QPoint,
+        visible: QRectF,
+        selection: tuple[int, int] | None,
+    ) -> None:
+        painter.save()
+        painter.translate(offset)
+        ctx = QAbstractTextDocumentLayout.PaintContext()
+        palette = QPalette(self._palette)
+        palette.setColor(QPalette.ColorRole.Text, self.colors.text)
+        ctx.palette = palette
+        ctx.clip = visible
+        if selection is not None:
+            selected = QAbstractTextDocumentLayout.Selection()
+            selected.cursor = selection_cursor(doc, *selection)
+            fmt = QTextCharFormat()
+            fmt.setBackground(self._palette.brush(QPalette.ColorRole.Highlight))
+            fmt.setForeground(self._palette.brush(QPalette.ColorRole.HighlightedText))
+            selected.format = fmt
+            ctx.selections = [selected]
+        painter.setClipRect(ctx.clip)
+        doc.documentLayout().draw(painter, ctx)
+        painter.restore()
+
+    def _paint_progress(self, painter: QPainter, track: QRectF, fraction: float) -> None:
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(self.colors.track)
+        painter.drawRoundedRect(track, 1.5, 1.5)
+        if fraction > 0:
+            painter.setBrush(self.colors.accent)
+            done = QRectF(track.x(), track.y(), track.width() * fraction, track.height())
+            painter.drawRoundedRect(done, 1.5, 1.5)
+
+    def _paint_streaming_dots(self, painter: QPainter, rect: QRect, tick: int) -> None:
+        """Three dots, one brighter in turn: "still writing", without a spinner's noise."""
+        radius = 2.5
+        cy = rect.center().y() + 0.5
+        painter.setPen(Qt.PenStyle.NoPen)
+        for k in range(3):
+            painter.setBrush(self.colors.accent if k == tick % 3 else self.colors.track)
+            painter.drawEllipse(QPointF(rect.x() + radius + 1 + k * 10, cy), radius, radius)
+
+    def _paint_thumb(
+        self, painter: QPainter, key: tuple[MessageId, int], thumb: ImageThumb, rect: QRect
+    ) -> None:
+        pixmap = self._thumb_pixmap(key, thumb, painter.device().devicePixelRatioF())
+        path = QPainterPath()
+        path.addRoundedRect(QRectF(rect), 10, 10)
+        painter.save()
+        painter.setClipPath(path)
+        if pixmap is None or pixmap.isNull():
+            painter.fillRect(rect, self.colors.track)
+            painter.setPen(self.colors.muted)
+            painter.drawText(rect, int(Qt.AlignmentFlag.AlignCenter), "image")
+        else:
+            painter.drawPixmap(rect, pixmap)
+        painter.restore()
+        painter.setPen(self.colors.bubble_border)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawPath(path)
+
+    def _thumb_pixmap(self, key: tuple[MessageId, int], thumb: ImageThumb, ratio: float) -> QPixmap | None:
+        cached = self._thumbs.get(key)
+        # Keyed by position; the ImageThumb itself says whether the image is still the one
+        # decoded (update_message may bring new images under the same id).
+        if cached is not None and cached[0] is thumb:
+            self._thumbs.move_to_end(key)
+            return cached[1]
+        image = thumb.data if isinstance(thumb.data, QImage) else QImage.fromData(thumb.data)
+        if image.isNull():
+            return None
+        pixmap = square_thumbnail(image, THUMB_SIZE, ratio)
+        self._thumbs[key] = (thumb, pixmap)
+        while len(self._thumbs) > THUMB_CACHE_SIZE:
+            self._thumbs.popitem(last=False)
+        return pixmap
+
+
+def square_thumbnail(image: QImage, size: int, device_pixel_ratio: float = 1.0) -> QPixmap:
+    """The image scaled to cover a ``size`` square and centre-cropped (crisp on HiDPI)."""
+    pixels = max(1, round(size * device_pixel_ratio))
+    scaled = image.scaled(
+        pixels,
+        pixels,
+        Qt.AspectRatioMode.KeepAspectRatioByExpanding,
+        Qt.TransformationMode.SmoothTransformation,
+    )
+    x = (scaled.width() - pixels) // 2
+    y = (scaled.height() - pixels) // 2
+    pixmap = QPixmap.fromImage(scaled.copy(x, y, pixels, pixels))
+    pixmap.setDevicePixelRatio(device_pixel_ratio)
+    return pixmap

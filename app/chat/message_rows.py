@@ -1,0 +1,199 @@
+"""What a message view shows, without Qt widgets: its rows in order, where each starts, and
+what each row says (status line, statistics) and offers (actions)."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from app.chat.data import (
+    STOP_REASON_TEXT,
+    MessageAction,
+    MessageData,
+    MessageId,
+    MessageState,
+    format_prefill,
+)
+from app.chat.message_layout import Geometry
+from engine import Role, StopReason
+
+
+@dataclass(frozen=True)
+class PrefillProgress:
+    done: int
+    total: int
+    cached: int
+    images_done: int = 0
+    images_total: int = 0
+
+    @property
+    def fraction(self) -> float:
+        return 0.0 if self.total <= 0 else min(1.0, self.done / self.total)
+
+    def text(self) -> str:
+        return format_prefill(self.done, self.total, self.cached, self.images_done, self.images_total)
+
+
+@dataclass(eq=False)
+class Row:
+    data: MessageData  # streamed text included
+    height: int = 0
+    geom: Geometry | None = None  # None: height is an estimate (or stale)
+
+    def is_exact(self, width: int) -> bool:
+        return self.geom is not None and self.geom.width == width
+
+
+class MessageRows:
+    """The rows of one conversation, newest last, found by message id; with the content y
+    where each starts (recomputed only after a height changed) and what pending replies
+    are waiting for."""
+
+    def __init__(self) -> None:
+        self._rows: list[Row] = []
+        self._index: dict[MessageId, int] = {}
+        self._tops: list[int] = [0]
+        self._tops_dirty = False
+        self.progress: dict[MessageId, PrefillProgress] = {}
+        self.queued: dict[MessageId, int] = {}  # how many requests are ahead
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: int) -> Row:
+        return self._rows[i]
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def find(self, message_id: MessageId) -> int | None:
+        return self._index.get(message_id)
+
+    def ids(self) -> set[MessageId]:
+        return set(self._index)
+
+    # -- changes ------------------------------------------------------------------------
+
+    def reset(self, rows: Iterable[Row]) -> None:
+        self._rows = list(rows)
+        self._reindex()
+        self.progress.clear()
+        self.queued.clear()
+
+    def append(self, row: Row) -> None:
+        self._rows.append(row)
+        self._index[row.data.id] = len(self._rows) - 1
+        self._tops_dirty = True
+
+    def remove(self, i: int) -> None:
+        message_id = self._rows.pop(i).data.id
+        self._reindex()
+        self.waited(message_id)
+
+    def waited(self, message_id: MessageId) -> None:
+        """The reply is no longer waiting: its queue position and prompt progress go."""
+        self.progress.pop(message_id, None)
+        self.queued.pop(message_id, None)
+
+    def invalidate(self, row: Row) -> None:
+        """The row's content changed: it is measured again before it is painted."""
+        row.geom = None
+        self._tops_dirty = True
+
+    def set_geometry(self, row: Row, geom: Geometry) -> None:
+        row.geom = geom
+        self.set_height(row, geom.height)
+
+    def set_height(self, row: Row, height: int) -> None:
+        if row.height != height:
+            row.height = height
+            self._tops_dirty = True
+
+    def heights_changed(self) -> None:
+        self._tops_dirty = True
+
+    def _reindex(self) -> None:
+        self._index = {row.data.id: i for i, row in enumerate(self._rows)}
+        self._tops_dirty = True
+
+    # -- where rows are -------------------------------------------------------------------
+
+    def top(self, i: int) -> int:
+        """Content y where row i starts (``len(self)``: the end of the last row)."""
+        self._ensure_tops()
+        return self._tops[i]
+
+    def total_height(self) -> int:
+        return self.top(len(self._rows))
+
+    def row_at_y(self, y: int) -> int:
+        """Index of the row covering content y (clamped to the rows that exist; -1: none)."""
+        self._ensure_tops()
+        if not self._rows:
+            return -1
+        return max(0, min(len(self._rows) - 1, bisect.bisect_right(self._tops, y) - 1))
+
+    def _ensure_tops(self) -> None:
+        if self._tops_dirty:
+            self._tops = [0]
+            total = 0
+            for row in self._rows:
+                total += row.height
+                self._tops.append(total)
+            self._tops_dirty = False
+
+    # -- what a row says and offers ---------------------------------------------------
+
+    def busy(self) -> bool:
+        return any(r.data.state.active for r in self._rows)
+
+    def status(self, row: Row) -> tuple[str, str]:
+        """(text, colour role) of the status line: "muted", "warning" or "error"."""
+        data = row.data
+        state = data.state
+        if state is MessageState.PENDING:
+            progress = self.progress.get(data.id)
+            if progress is not None:
+                return progress.text(), "muted"
+            position = self.queued.get(data.id)
+            if position:
+                return f"queued, {position} ahead", "muted"
+            return "waiting for the model…", "muted"
+        if state is MessageState.INTERRUPTED:
+            return "Interrupted — continue or regenerate", "warning"
+        if state is MessageState.FAILED:
+            return data.error or "The reply failed.", "error"
+        if state is MessageState.CANCELLED:
+            return "Stopped", "muted"
+        return "", "muted"
+
+    @staticmethod
+    def stats_line(row: Row) -> str:
+        stats = row.data.stats
+        if stats is None:
+            return ""
+        if row.data.state is MessageState.CANCELLED and stats.stop_reason is StopReason.CANCELLED:
+            # "Stopped" is already the status line; do not say it twice.
+            return stats.summary().replace(" · " + STOP_REASON_TEXT[StopReason.CANCELLED], "")
+        return stats.summary()
+
+    def actions(self, i: int) -> tuple[MessageAction, ...]:
+        data = self._rows[i].data
+        actions = [MessageAction.COPY] if data.text else []
+        if self.busy():
+            return tuple(actions)
+        if data.role is Role.USER:
+            actions.append(MessageAction.EDIT)
+        elif data.role is Role.ASSISTANT and i == self._last_assistant():
+            cut_off = data.stats is not None and data.stats.stop_reason is StopReason.LENGTH
+            if data.state in (MessageState.INTERRUPTED, MessageState.CANCELLED) or cut_off:
+                actions.append(MessageAction.CONTINUE)
+            actions.append(MessageAction.REGENERATE)
+        return tuple(actions)
+
+    def _last_assistant(self) -> int:
+        for i in range(len(self._rows) - 1, -1, -1):
+            if self._rows[i].data.role is Role.ASSISTANT:
+                return i
+        return -1

@@ -1,0 +1,157 @@
+"""Which rows of a message view are laid out when, and where the scrollbar stays meanwhile.
+
+Row heights start as estimates. Rows on screen (and a screen's worth around them) are laid
+out exactly before they are painted; the rest are measured in ~8 ms slices while the event
+loop is idle, nearest to the viewport first. When a row above the viewport changes height
+the scroll position moves with it, so what the user is reading does not jump; while the
+user has not scrolled up, the view sticks to the bottom instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer
+from PySide6.QtWidgets import QScrollBar, QWidget
+
+from app.chat.message_layout import column_width
+from app.chat.message_rows import MessageRows, Row
+
+MEASURE_SLICE_S = 0.008  # background measuring per event-loop turn
+
+
+class ViewportLayout(QObject):
+    """Lays out ``rows`` with ``measure(row, keep)`` (``keep=False``: a background
+    measure, which need not keep a document) for a scroll area's bar and viewport."""
+
+    def __init__(
+        self, rows: MessageRows, bar: QScrollBar, viewport: QWidget, measure: Callable[[Row, bool], None]
+    ) -> None:
+        super().__init__(viewport)
+        self._rows = rows
+        self._bar = bar
+        self._viewport = viewport
+        self._measure = measure
+        self.follow = True  # stick to the bottom while the user has not scrolled up
+        self.adjusting = False  # the scrollbar moves because of a layout, not the user
+        self._measuring = False
+        self._settle_posted = False
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self._measure_in_background)
+
+    def width(self) -> int:
+        return column_width(self._viewport.width())
+
+    def measured(self) -> int:
+        """How many rows have exact heights for the current width (the rest are estimates)."""
+        width = self.width()
+        return sum(1 for r in self._rows if r.is_exact(width))
+
+    def settle(self) -> None:
+        """After any change: exact heights on screen, scrollbar, repaint, and background
+        measuring of the rest."""
+        self._settle_posted = False
+        self.set_scroll(self._rows.total_height() if self.follow else self._bar.value())
+        self.measure_visible()
+        self._commit_heights(self._anchor())
+        if not self._timer.isActive() and self.measured() < len(self._rows):
+            self._timer.start()
+
+    def settle_later(self) -> None:
+        """Settle on the next event-loop turn, once however often this is asked for in
+        this one (as update() does for painting)."""
+        if not self._settle_posted:
+            self._settle_posted = True
+            QCoreApplication.postEvent(self, QEvent(QEvent.Type.LayoutRequest))
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            if self._settle_posted:  # else a settle() came first
+                self.settle()
+            return True
+        return super().event(event)
+
+    def set_scroll(self, value: int) -> None:
+        self.adjusting = True
+        try:
+            height = self._viewport.height()
+            self._bar.setRange(0, max(0, self._rows.total_height() - height))
+            self._bar.setPageStep(max(1, height))
+            self._bar.setValue(value)
+        finally:
+            self.adjusting = False
+
+    def measure_visible(self) -> None:
+        """Lay out exactly the rows on screen (and a screen's worth around them) so they
+        paint at their real size; repeat while that moves the viewport onto new rows."""
+        if self._measuring or not self._rows:
+            return
+        self._measuring = True
+        try:
+            width = self.width()
+            height = self._viewport.height()
+            for _ in range(8):
+                anchor = self._anchor()
+                if self.follow:
+                    self.set_scroll(self._rows.total_height())
+                value = self._bar.value()
+                first = self._rows.row_at_y(max(0, value - height // 2))
+                last = self._rows.row_at_y(value + height + height // 2)
+                if not self._measure_rows(range(first, last + 1), width, keep=True):
+                    break
+                self._commit_heights(anchor)
+        finally:
+            self._measuring = False
+
+    def _measure_in_background(self) -> None:
+        """Measure rows that are off screen, nearest first, for at most one slice."""
+        if not self._rows:
+            return
+        anchor = self._anchor()
+        value = self._bar.value()
+        first = self._rows.row_at_y(value)
+        last = self._rows.row_at_y(value + self._viewport.height())
+        order = [*range(first - 1, -1, -1), *range(last + 1, len(self._rows)), *range(first, last + 1)]
+        deadline = time.perf_counter() + MEASURE_SLICE_S
+        if self._measure_rows(order, self.width(), keep=False, deadline=deadline):
+            self._commit_heights(anchor)
+
+    def _measure_rows(
+        self, order: range | list[int], width: int, keep: bool, deadline: float | None = None
+    ) -> bool:
+        """Measure the rows in ``order`` not exact at ``width``, until ``deadline`` (then
+        the rest on a later turn); whether any height changed."""
+        changed = False
+        for i in order:
+            row = self._rows[i]
+            if row.is_exact(width):
+                continue
+            if deadline is not None and time.perf_counter() > deadline:
+                self._timer.start()
+                break
+            old = row.height
+            self._measure(row, keep)
+            changed = changed or row.height != old
+        return changed
+
+    def _commit_heights(self, anchor: tuple[int, int] | None) -> None:
+        """Heights changed: update the scrollbar, keeping the bottom in view when following,
+        else the row at the top of the viewport where it was on screen."""
+        self._rows.heights_changed()
+        if self.follow or anchor is None:
+            self.set_scroll(self._rows.total_height())  # clamped to the maximum
+        else:
+            index, offset = anchor
+            self.set_scroll(self._rows.top(min(index, len(self._rows))) + offset)
+        self._viewport.update()
+
+    def _anchor(self) -> tuple[int, int] | None:
+        """(row at the top of the viewport, how far into it the viewport starts)."""
+        if not self._rows:
+            return None
+        value = self._bar.value()
+        index = self._rows.row_at_y(value)
+        return index, value - self._rows.top(index)
