@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -15,7 +15,9 @@ from engine.defaults import DEFAULT_MAX_DRAFT
 from engine.errors import EngineError
 from engine.hardware import GpuInfo, HardwareSnapshot
 from engine.planner import (
+    MEMORY_PARTS,
     RUNTIME_FIXED_BYTES,
+    DeviceMemory,
     InvalidLoadRequest,
     KvCacheType,
     LoadPhase,
@@ -36,6 +38,7 @@ from engine.planner import (
     swa_cache_cells,
     vram_reserve,
 )
+from engine.planner.placement import Tally
 from engine.speculative import MAX_DRAFT_LIMIT
 
 MIB = 1 << 20
@@ -732,3 +735,12 @@ def test_runtime_counts_the_vocabulary_tables_llama_cpp_keeps() -> None:
     fixed = RUNTIME_FIXED_BYTES
     assert plan(gemma).memory[0].runtime - fixed == pytest.approx(41.0 * MIB, rel=0.03)
     assert plan(qwen).memory[0].runtime - fixed == pytest.approx(46.0 * MIB, rel=0.03)
+
+
+def test_a_device_total_adds_up_every_memory_part() -> None:
+    """The planner's tally and the DeviceMemory it becomes share one list of parts."""
+    assert tuple(f.name for f in fields(Tally)) == MEMORY_PARTS
+    assert set(MEMORY_PARTS) <= {f.name for f in fields(DeviceMemory)}
+    tally = Tally(**{part: 1 << i for i, part in enumerate(MEMORY_PARTS)})
+    memory = tally.memory("CPU", available=0, reserve=0)
+    assert memory.total == tally.total == (1 << len(MEMORY_PARTS)) - 1

@@ -1,0 +1,239 @@
+"""What is asked and what is planned: ``LoadRequest``, ``LlamaParams``, ``LoadPlan`` and the
+values they hold (KV cache types, load phases, verdicts, memory per device), with the
+context rules every module shares (``pad_context``, ``cells_per_sequence``, ``output_rows``)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from engine.catalog import ModelInfo
+from engine.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_DRAFT
+from engine.errors import EngineError
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+# llama.cpp rounds n_ctx, and with kv_unified=False also n_ctx / n_seq_max, up to this.
+CONTEXT_STEP = 256
+MIN_CONTEXT = 256
+MAX_PARALLEL = 256  # llama_max_parallel_sequences()
+DEFAULT_N_UBATCH = 512
+MAX_N_UBATCH = 8192
+
+# llama.cpp's LLAMA_FLASH_ATTN_TYPE_*
+FLASH_ATTN_AUTO = -1
+FLASH_ATTN_ENABLED = 1
+
+
+class KvCacheType(enum.Enum):
+    F16 = "f16"
+    Q8_0 = "q8_0"
+    Q4_0 = "q4_0"
+
+    @property
+    def ggml_type(self) -> int:
+        """The ggml_type value llama.cpp's ``type_k`` / ``type_v`` take."""
+        return _GGML_TYPE[self]
+
+    @property
+    def block_size(self) -> int:
+        return _KV_BLOCK[self][1]
+
+    @property
+    def is_quantized(self) -> bool:
+        return self is not KvCacheType.F16
+
+    def row_bytes(self, n: int) -> int:
+        """Bytes of one cache row of ``n`` elements (ggml_row_size)."""
+        block_bytes, block = _KV_BLOCK[self]
+        return n * block_bytes // block
+
+
+_GGML_TYPE = {KvCacheType.F16: 1, KvCacheType.Q4_0: 2, KvCacheType.Q8_0: 8}
+# (bytes per block, elements per block): q8_0 is 32 int8 + an f16 scale, q4_0 32 nibbles + f16.
+_KV_BLOCK = {KvCacheType.F16: (2, 1), KvCacheType.Q8_0: (34, 32), KvCacheType.Q4_0: (18, 32)}
+
+
+class LoadPhase(enum.Enum):
+    VALIDATE = "validate"
+    WEIGHTS = "weights"
+    CONTEXT = "context"
+    PROJECTOR = "projector"
+    DRAFT = "draft"
+    WARMUP = "warmup"
+    READY = "ready"
+
+
+class Verdict(enum.Enum):
+    FITS = "fits"
+    PARTIAL_OFFLOAD = "fits with partial offload"
+    TIGHT = "tight: may swap"  # fits, but within TIGHT_MARGIN of the free memory
+    DOES_NOT_FIT = "does not fit"
+
+
+# A plan this close to a device's free memory (after the reserve) may still swap or be
+# squeezed by whatever else the machine starts: say so, and offer headroom.
+TIGHT_MARGIN = 0.10
+
+
+class InvalidLoadRequest(EngineError, ValueError):
+    """A request llama.cpp would reject (or abort on); ``message`` says which setting and why."""
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What the user asks for. ``gpu_layers`` None means: as many as fit."""
+
+    context_per_conversation: int = DEFAULT_CONTEXT_PER_CONVERSATION
+    parallel: int = 1
+    gpu_layers: int | None = None
+    kv_type: KvCacheType = KvCacheType.F16
+    n_ubatch: int | None = None  # None: the planner chooses
+    projector: ModelInfo | None = None
+    draft: ModelInfo | None = None
+    threads: int | None = None
+    # Draft tokens each sequence may verify per tick (speculation); 0: none. With a draft
+    # model and 0 here, the default draft length is reserved.
+    max_draft: int = 0
+
+    @property
+    def draft_rows(self) -> int:
+        if self.max_draft:
+            return self.max_draft
+        return DEFAULT_MAX_DRAFT if self.draft is not None else 0
+
+
+@dataclass(frozen=True)
+class LlamaParams:
+    """Exactly the llama.cpp parameters loading will use."""
+
+    n_gpu_layers: int
+    n_ctx: int
+    n_seq_max: int
+    n_batch: int
+    n_ubatch: int
+    kv_unified: bool
+    type_k: KvCacheType
+    type_v: KvCacheType
+    flash_attn: bool  # True: enabled (required by a quantized V cache); False: auto
+    swa_full: bool
+    n_threads: int
+    n_threads_batch: int
+    projector_use_gpu: bool = False  # mtmd_context_params.use_gpu
+    draft_n_gpu_layers: int = 0
+    # Logit rows llama.cpp reserves (0: n_batch). A batch with more aborts the process:
+    # the batch planner keeps under it.
+    n_outputs_max: int = 0
+    n_outputs_max_per_seq: int = 0
+
+    @property
+    def outputs_max(self) -> int:
+        """The logit rows one batch may ask for, as llama.cpp will enforce it."""
+        return min(self.n_outputs_max, self.n_batch) if self.n_outputs_max else self.n_batch
+
+    @property
+    def flash_attn_type(self) -> int:
+        """llama_context_params.flash_attn_type: ENABLED (1) or AUTO (-1).
+
+        Auto lets llama.cpp probe each device; it turns flash attention on wherever the
+        backend supports it (always on the CPU), which the compute estimate assumes.
+        """
+        return FLASH_ATTN_ENABLED if self.flash_attn else FLASH_ATTN_AUTO
+
+    @property
+    def n_ctx_seq(self) -> int:
+        """KV cells per conversation: decode returns 1 when a sequence reaches this."""
+        return cells_per_sequence(self.n_ctx, self.n_seq_max, self.kv_unified)
+
+
+def output_rows(n_seq: int, max_draft: int, n_batch: int) -> tuple[int, int]:
+    """(n_outputs_max, n_outputs_max_per_seq): a row per sequence plus its draft rows,
+    within the batch (llama-server's common_speculative_get_output_limits)."""
+    per_seq = min(n_batch, 1 + max(0, max_draft))
+    return min(n_batch, max(1, n_seq) * per_seq), per_seq
+
+
+def cells_per_sequence(n_ctx: int, n_seq: int, kv_unified: bool) -> int:
+    """KV cells one conversation may fill: all of them in a unified cache, else its share.
+    The one rule for it: the plan, the executor and the draft model all ask here."""
+    return n_ctx if kv_unified else n_ctx // max(1, n_seq)
+
+
+def pad_context(n: int) -> int:
+    """Round up to llama.cpp's 256-cell step."""
+    return -(-n // CONTEXT_STEP) * CONTEXT_STEP
+
+
+# What a device's total adds up: the byte counts ``DeviceMemory`` reports and the planner's
+# per-device tally (``placement.Tally``) accumulates.
+MEMORY_PARTS = ("weights", "repack", "runtime", "kv_cache", "compute", "output", "projector", "draft")
+
+
+def memory_total(parts: object) -> int:
+    """The sum of ``parts``' MEMORY_PARTS attributes."""
+    return sum(getattr(parts, name) for name in MEMORY_PARTS)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Predicted bytes on one device ("CPU" or a GPU name)."""
+
+    device: str
+    weights: int
+    kv_cache: int
+    compute: int
+    output: int  # llama.cpp's logits/embeddings output buffer
+    projector: int
+    draft: int
+    available: int  # free bytes on the device when planned
+    reserve: int = 0  # of ``available``, kept free for the OS, the app or the GPU driver
+    repack: int = 0  # CPU_REPACK: weights copied into this CPU's SIMD layout
+    runtime: int = 0  # outside llama.cpp's named buffers: vocabulary tables, working set
+
+    @property
+    def total(self) -> int:
+        return memory_total(self)
+
+    @property
+    def usable(self) -> int:
+        return max(0, self.available - self.reserve)
+
+    @property
+    def deficit(self) -> int:
+        return max(0, self.total - self.usable)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A concrete change that makes the plan fit; ``request`` is the one-click fix."""
+
+    description: str
+    request: LoadRequest
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    model: ModelInfo
+    request: LoadRequest
+    params: LlamaParams
+    memory: tuple[DeviceMemory, ...]
+    verdict: Verdict
+    limiting_resource: str | None  # e.g. "RAM", "VRAM on NVIDIA H200"
+    deficit: int  # bytes missing on the limiting resource (0 when it fits)
+    reasons: tuple[str, ...]  # one line each, for people
+    suggestions: tuple[Suggestion, ...]
+    phases: tuple[LoadPhase, ...]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(m.total for m in self.memory)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict is not Verdict.DOES_NOT_FIT
+
+    @property
+    def context_per_conversation(self) -> int:
+        """Tokens each conversation can hold (after clamping and padding)."""
+        return self.params.n_ctx_seq

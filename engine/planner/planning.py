@@ -1,0 +1,151 @@
+"""``plan_load``: the request validated, layers placed, the verdict, reasons and suggestions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.catalog import ModelInfo
+from engine.hardware import HardwareSnapshot
+from engine.planner.load_plan import (
+    TIGHT_MARGIN,
+    InvalidLoadRequest,
+    LlamaParams,
+    LoadPhase,
+    LoadPlan,
+    LoadRequest,
+    Suggestion,
+    Verdict,
+    output_rows,
+)
+from engine.planner.model_shape import model_shape
+from engine.planner.placement import auto_gpu_layers, device_memory, lay_out
+from engine.planner.reasons import memory_reasons, placement_reasons
+from engine.planner.suggestions import suggest
+from engine.planner.validation import validate_request
+from engine.units import format_bytes
+
+
+def plan_load(info: ModelInfo, hardware: HardwareSnapshot, request: LoadRequest) -> LoadPlan:
+    """Predict memory per device, choose llama.cpp parameters, and say whether it fits.
+
+    Raises InvalidLoadRequest for settings llama.cpp would reject.
+    """
+    return _plan(info, hardware, request, with_suggestions=True)
+
+
+def _plan(
+    info: ModelInfo, hardware: HardwareSnapshot, request: LoadRequest, with_suggestions: bool
+) -> LoadPlan:
+    if info.is_projector:
+        raise InvalidLoadRequest(f"{info.display_name} is a vision projector, not a language model")
+    shape = model_shape(info)
+    settings = validate_request(info, shape, request, hardware)
+    draft_shape = model_shape(request.draft) if request.draft is not None else None
+    if draft_shape is not None and request.kv_type.is_quantized:
+        block = request.kv_type.block_size
+        if draft_shape.key_length % block or draft_shape.value_length % block:
+            raise InvalidLoadRequest(
+                f"A {request.kv_type.value} KV cache needs head sizes divisible by {block}; "
+                f"the draft model's are {draft_shape.key_length}/{draft_shape.value_length}: use f16"
+            )
+    reasons = list(settings.reasons)
+
+    quantized_v = request.kv_type.is_quantized
+    n_outputs_max, n_outputs_per_seq = output_rows(settings.parallel, request.draft_rows, settings.n_batch)
+    base = LlamaParams(
+        n_gpu_layers=0,
+        n_ctx=settings.context * settings.parallel,
+        n_seq_max=settings.parallel,
+        n_batch=settings.n_batch,
+        n_ubatch=settings.n_ubatch,
+        kv_unified=False,  # each conversation gets exactly its own context
+        type_k=request.kv_type,
+        type_v=request.kv_type,
+        flash_attn=quantized_v,  # a quantized V cache requires it; otherwise llama.cpp decides
+        swa_full=True,  # full-size SWA caches keep cached prefixes reusable
+        n_threads=settings.threads,
+        n_threads_batch=settings.threads,
+        n_outputs_max=n_outputs_max,
+        n_outputs_max_per_seq=n_outputs_per_seq,
+    )
+    if quantized_v:
+        reasons.append(f"Flash attention on: a {request.kv_type.value} V cache requires it.")
+
+    use_gpu = hardware.has_usable_gpu
+    all_layers = shape.n_gpu_layers_all
+    if not use_gpu:
+        n_gpu_layers = 0
+        if hardware.offload_note:
+            reasons.append(hardware.offload_note)
+        elif request.gpu_layers:
+            reasons.append(f"No usable GPU ({hardware.gpu_status}): everything runs on the CPU.")
+    elif request.gpu_layers is not None:
+        n_gpu_layers = min(request.gpu_layers, all_layers)
+    else:
+        n_gpu_layers = auto_gpu_layers(shape, base, hardware, request, draft_shape)
+
+    layout = lay_out(shape, base, n_gpu_layers, hardware, use_gpu, request, draft_shape, place_extras=True)
+    memory = device_memory(layout, hardware, use_gpu)
+
+    short = [m for m in memory if m.deficit > 0]
+    if short:
+        worst = max(short, key=lambda m: m.deficit)
+        verdict = Verdict.DOES_NOT_FIT
+        limiting: str | None = "RAM" if worst.device == "CPU" else f"VRAM on {worst.device}"
+        deficit = worst.deficit
+    else:
+        # Partial: a usable GPU holds only some layers (asking for none is a CPU load).
+        partial = use_gpu and n_gpu_layers < all_layers and request.gpu_layers != 0
+        verdict = Verdict.PARTIAL_OFFLOAD if partial else Verdict.FITS
+        limiting, deficit = None, 0
+        # Only RAM swaps; VRAM keeps its own reserve, and auto offload fills it on purpose.
+        ram = memory[0]
+        if ram.total > (1 - TIGHT_MARGIN) * ram.usable:
+            verdict = Verdict.TIGHT
+            reasons.append(
+                f"Tight: it needs {format_bytes(ram.total)} of the {format_bytes(ram.usable)} of RAM "
+                f"left, less than {TIGHT_MARGIN:.0%} spare; the system may swap."
+            )
+
+    reasons += placement_reasons(shape, layout.params, use_gpu, request, hardware)
+    reasons += memory_reasons(info, shape, layout, memory, request, hardware.simd)
+
+    suggestions: tuple[Suggestion, ...] = ()
+    if with_suggestions and verdict is not Verdict.FITS:
+        want: Callable[[LoadPlan], bool] = {
+            Verdict.DOES_NOT_FIT: lambda p: p.fits,
+            Verdict.TIGHT: lambda p: p.verdict in (Verdict.FITS, Verdict.PARTIAL_OFFLOAD),  # headroom
+            Verdict.PARTIAL_OFFLOAD: lambda p: p.verdict is Verdict.FITS,
+        }[verdict]
+        if verdict is not Verdict.PARTIAL_OFFLOAD or request.gpu_layers is None:
+            suggestions = suggest(
+                request,
+                hardware,
+                settings,
+                layout,
+                memory,
+                want,
+                replan=lambda req: _plan(info, hardware, req, with_suggestions=False),
+            )
+        if verdict is Verdict.DOES_NOT_FIT and not suggestions:
+            reasons.append("No single change makes it fit on this machine.")
+
+    phases = [LoadPhase.VALIDATE, LoadPhase.WEIGHTS, LoadPhase.CONTEXT]
+    if request.projector is not None:
+        phases.append(LoadPhase.PROJECTOR)
+    if request.draft is not None:
+        phases.append(LoadPhase.DRAFT)
+    phases += [LoadPhase.WARMUP, LoadPhase.READY]
+
+    return LoadPlan(
+        model=info,
+        request=request,
+        params=layout.params,
+        memory=memory,
+        verdict=verdict,
+        limiting_resource=limiting,
+        deficit=deficit,
+        reasons=tuple(reasons),
+        suggestions=suggestions,
+        phases=tuple(phases),
+    )
