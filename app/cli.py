@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -151,6 +153,11 @@ def run_cli(argv: list[str]) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`hearth plan ... | head`): end quietly, as Unix tools do.
+        # stdout is pointed at /dev/null so the interpreter's flush at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -355,9 +362,10 @@ def cmd_hardware(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_setup_default_model(args: argparse.Namespace, paths: AppPaths) -> int:
-    from app.default_model import ensure_default_model
+    """The chat model a first "Hello" deserves: Qwen2.5-Coder 1.5B Instruct, not a base model."""
+    from app.chat_model import ensure_chat_model, print_progress
 
-    target = ensure_default_model(paths.ensure().models_dir)
+    target = ensure_chat_model(paths.ensure().models_dir, print_progress)
     print(f"Default model ready: {target}")
     return 0
 

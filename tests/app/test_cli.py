@@ -97,12 +97,13 @@ def test_chat_refuses_bad_settings(capsys, scripted_model: Path) -> None:
     assert "Temperature" in err
 
 
-def test_setup_default_model_is_idempotent(capsys, tmp_path: Path, gemma_path: Path) -> None:
+def test_setup_default_model_is_idempotent(capsys, tmp_path: Path, qwen_path: Path) -> None:
+    """`make run` sets up the instruction-tuned chat model, not the base Gemma."""
     models = tmp_path / "models"
     code, _, _ = run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
     assert code == 0
-    target = models / gemma_path.name
-    assert target.stat().st_size == gemma_path.stat().st_size
+    target = models / qwen_path.name
+    assert target.stat().st_size == qwen_path.stat().st_size
     mtime = target.stat().st_mtime_ns
     run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
     assert target.stat().st_mtime_ns == mtime  # not assembled twice
@@ -152,3 +153,18 @@ def test_bench_with_speculation_reports_drafts(capsys, looping_model: Path) -> N
 def test_draft_max_needs_speculate(capsys, tiny_model: Path) -> None:
     code, _, err = run(capsys, "chat", str(tiny_model), "hi", "--draft-max", "4")
     assert code == 2 and "--speculate" in err
+
+
+def test_output_to_a_closed_pipe_ends_quietly(tiny_model: Path, tmp_path: Path) -> None:
+    """`hearth plan ... --json | head -1`: no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    command = (
+        f"{sys.executable} -m app --data-dir {tmp_path} plan {tiny_model} --json | head -1; "
+        "exit ${PIPESTATUS[0]}"
+    )
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "{"
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+    assert result.returncode in (0, 141)
