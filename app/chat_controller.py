@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -30,6 +29,7 @@ from app.chat import (
     SamplingPanel,
     SamplingSettings,
 )
+from app.chat.lru import LruCache
 from app.model_session import ModelSession
 from app.store import Conversation, ImageRef, Message, Store
 from app.store import MessageState as StoredState
@@ -75,8 +75,11 @@ class _ReplyInFlight:
     conversation_id: int
     message_id: int
     handle: RequestHandle | None
-    text: str = ""  # everything shown so far (with a continued reply's earlier text)
-    saved: str = ""
+    # The whole reply so far (a continued reply's earlier text included), kept on purpose:
+    # the store is written from it every half second and at the end, and it is what the
+    # view is given back when the conversation is shown again mid-reply.
+    text: str = ""
+    saved: str = ""  # what the store holds
     stage: ReplyStage = ReplyStage.WAITING
     read_percent: int = 0  # of the prompt, while READING
     started: float = field(default_factory=time.monotonic)
@@ -117,7 +120,7 @@ class ChatController(QObject):
         self.current_id: int | None = None
         self._streams: dict[int, _ReplyInFlight] = {}  # by conversation id
         self._editing: int | None = None  # the user message being edited
-        self._images: OrderedDict[str, DecodedImage] = OrderedDict()
+        self._images: LruCache[str, DecodedImage] = LruCache(DECODED_IMAGE_CACHE)
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self.save_streaming)
@@ -201,9 +204,7 @@ class ChatController(QObject):
         self.refresh_list()
 
     def delete(self, conversation_id: int) -> None:
-        stream = self._streams.get(conversation_id)
-        if stream is not None and stream.handle is not None:
-            stream.handle.cancel()
+        self._cancel(conversation_id)
         self.store.delete_conversation(conversation_id)
         if self.current_id == conversation_id:
             self.current_id = None
@@ -277,7 +278,11 @@ class ChatController(QObject):
         self.status.emit(reason)
 
     def stop(self) -> None:
-        stream = self._streams.get(self.current_id) if self.current_id is not None else None
+        if self.current_id is not None:
+            self._cancel(self.current_id)
+
+    def _cancel(self, conversation_id: int) -> None:
+        stream = self._streams.get(conversation_id)
         if stream is not None and stream.handle is not None:
             stream.handle.cancel()
 
@@ -366,7 +371,7 @@ class ChatController(QObject):
                 self.view.set_state(reply.id, MessageState.STREAMING, text=reply.text)
             self.view.scroll_to_bottom()
             self.composer.set_generating(True)
-        self.conversations.set_busy(conversation_id, True, "waiting")
+        self._set_stage(stream, ReplyStage.WAITING)
         self._save_timer.start()
         self.streaming_changed.emit(len(self._streams))
 
@@ -388,15 +393,12 @@ class ChatController(QObject):
         image = self._images.get(key)
         if image is None:
             image = load_image(ref.read_bytes(), name=ref.path.name)
-        self._images[key] = image
-        self._images.move_to_end(key)
-        while len(self._images) > DECODED_IMAGE_CACHE:
-            self._images.popitem(last=False)
+            self._images.put(key, image)
         return image
 
     def _remember(self, sha256: str, image: DecodedImage) -> None:
         """Keep a just-sent image decoded: the store names it by the sha256 of its bytes."""
-        self._images[sha256] = image
+        self._images.put(sha256, image)
 
     def _on_queued(self, stream: _ReplyInFlight, position: int) -> None:
         if stream.conversation_id == self.current_id:
@@ -405,18 +407,21 @@ class ChatController(QObject):
     def _on_prefill(
         self, stream: _ReplyInFlight, done: int, total: int, cached: int, images_done: int, images: int
     ) -> None:
-        stream.stage, stream.read_percent = ReplyStage.READING, 100 * done // max(total, 1)
-        self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
+        stream.read_percent = 100 * done // max(total, 1)
+        self._set_stage(stream, ReplyStage.READING)
         if stream.conversation_id == self.current_id:
             self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
 
     def _on_delta(self, stream: _ReplyInFlight, text: str) -> None:
         if stream.stage is not ReplyStage.WRITING:
-            stream.stage = ReplyStage.WRITING
-            self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
+            self._set_stage(stream, ReplyStage.WRITING)
         stream.text += text
         if stream.conversation_id == self.current_id:
             self.view.append_delta(stream.message_id, text)
+
+    def _set_stage(self, stream: _ReplyInFlight, stage: ReplyStage) -> None:
+        stream.stage = stage
+        self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
 
     def _on_completed(self, stream: _ReplyInFlight, completion: Completion) -> None:
         stats = ReplyStats.from_completion(completion)

@@ -8,12 +8,13 @@ streaming reply has its own pieces instead (``StreamingRender``).
 from __future__ import annotations
 
 import html
-from collections import Counter, OrderedDict
+from collections import Counter
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QFont, QTextCursor, QTextDocument, QTextOption
 
 from app.chat.data import MessageData, MessageId
+from app.chat.lru import LruCache
 from app.chat.markdown import MarkdownRenderer, MarkdownStyle, RenderedMarkdown, default_stylesheet
 from app.chat.streaming_render import RenderedDocument, StreamingRender
 from engine import Role
@@ -34,8 +35,10 @@ class MessageDocuments:
 
     def __init__(self, owner: QObject, style: MarkdownStyle, font: QFont) -> None:
         self._owner = owner
-        self._html: OrderedDict[tuple[object, ...], RenderedMarkdown] = OrderedDict()
-        self._docs: OrderedDict[MessageId, RenderedDocument] = OrderedDict()
+        self._html: LruCache[tuple[object, ...], RenderedMarkdown] = LruCache(HTML_CACHE_SIZE)
+        self._docs: LruCache[MessageId, RenderedDocument] = LruCache(
+            DOC_CACHE_SIZE, lambda old: old.document.deleteLater()
+        )
         self._streams: dict[MessageId, StreamingRender] = {}
         self._scratch = QTextDocument()  # measuring messages that have no cached document
         self.render_counts: Counter[MessageId] = Counter()  # Markdown renders per message
@@ -75,7 +78,6 @@ class MessageDocuments:
         key = (data.id, data.role, len(data.text), hash(data.text))
         hit = self._html.get(key)
         if hit is not None:
-            self._html.move_to_end(key)
             return hit
         if data.role is Role.USER:
             # What the user typed is shown as typed: no Markdown surprises with * or _.
@@ -84,9 +86,7 @@ class MessageDocuments:
         else:
             rendered = self._renderer.render(data.text)
         self.render_counts[data.id] += 1
-        self._html[key] = rendered
-        while len(self._html) > HTML_CACHE_SIZE:
-            self._html.popitem(last=False)
+        self._html.put(key, rendered)
         return rendered
 
     def document(self, data: MessageData, width: int | None = None) -> QTextDocument:
@@ -94,13 +94,10 @@ class MessageDocuments:
         rendered = self.rendered(data)
         entry = self._docs.get(data.id)
         if entry is None:
-            entry = self._docs[data.id] = RenderedDocument.holding(self.new_document(), rendered)
+            entry = RenderedDocument.holding(self.new_document(), rendered)
+            self._docs.put(data.id, entry)
         else:
             entry.show(rendered)
-        self._docs.move_to_end(data.id)
-        while len(self._docs) > DOC_CACHE_SIZE:
-            _, old = self._docs.popitem(last=False)
-            old.document.deleteLater()
         doc = entry.document
         # setTextWidth lays the whole document out again even when unchanged.
         if width is not None and doc.textWidth() != width:
@@ -150,7 +147,7 @@ class MessageDocuments:
             self.end_stream(message_id)
 
     def forget(self, message_id: MessageId) -> None:
-        entry = self._docs.pop(message_id, None)
+        entry = self._docs.pop(message_id)
         if entry is not None:
             entry.document.deleteLater()
         self.end_stream(message_id)

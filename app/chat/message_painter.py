@@ -3,7 +3,6 @@ selection), status line and progress bar, statistics or the writing dots, action
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from PySide6.QtGui import (
 )
 
 from app.chat.data import ImageThumb, MessageAction, MessageId, MessageState
+from app.chat.lru import LruCache
 from app.chat.message_documents import selection_cursor
 from app.chat.message_layout import BUBBLE_RADIUS, THUMB_SIZE, MessageLayout
 from app.chat.message_rows import Row
@@ -49,7 +49,7 @@ class MessagePainter:
         self.colors = colors
         self._layout = layout
         self._palette = palette
-        self._thumbs: OrderedDict[tuple[MessageId, int], tuple[ImageThumb, QPixmap]] = OrderedDict()
+        self._thumbs: LruCache[tuple[MessageId, int], tuple[ImageThumb, QPixmap]] = LruCache(THUMB_CACHE_SIZE)
 
     def paint_row(self, painter: QPainter, row: Row, origin: QPoint, clip: QRect, paint: RowPaint) -> None:
         geom = row.geom
@@ -178,15 +178,12 @@ class MessagePainter:
         # Keyed by position; the ImageThumb itself says whether the image is still the one
         # decoded (update_message may bring new images under the same id).
         if cached is not None and cached[0] is thumb:
-            self._thumbs.move_to_end(key)
             return cached[1]
         image = thumb.data if isinstance(thumb.data, QImage) else QImage.fromData(thumb.data)
         if image.isNull():
             return None
         pixmap = square_thumbnail(image, THUMB_SIZE, ratio)
-        self._thumbs[key] = (thumb, pixmap)
-        while len(self._thumbs) > THUMB_CACHE_SIZE:
-            self._thumbs.popitem(last=False)
+        self._thumbs.put(key, (thumb, pixmap))
         return pixmap
 
 
