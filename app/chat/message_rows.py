@@ -70,6 +70,10 @@ class MessageRows:
     def find(self, message_id: MessageId) -> int | None:
         return self._index.get(message_id)
 
+    def get(self, message_id: MessageId) -> Row | None:
+        i = self._index.get(message_id)
+        return None if i is None else self._rows[i]
+
     def ids(self) -> set[MessageId]:
         return set(self._index)
 

@@ -215,8 +215,8 @@ class MessageView(QAbstractScrollArea):
 
     def message(self, message_id: MessageId) -> MessageData | None:
         """The message as shown, streamed text included."""
-        i = self._rows.find(message_id)
-        return None if i is None else self._rows[i].data
+        row = self._rows.get(message_id)
+        return None if row is None else row.data
 
     def messages(self) -> tuple[MessageData, ...]:
         return tuple(row.data for row in self._rows)
@@ -277,21 +277,21 @@ class MessageView(QAbstractScrollArea):
 
     def selected_text(self) -> str:
         sel = self._selection
-        i = None if sel is None or sel.empty else self._rows.find(sel.row_id)
-        if sel is None or i is None:
+        row = None if sel is None or sel.empty else self._rows.get(sel.row_id)
+        if sel is None or row is None:
             return ""
-        cursor = selection_cursor(self._document(self._rows[i]), sel.anchor, sel.position)
+        cursor = selection_cursor(self._document(row), sel.anchor, sel.position)
         # QTextCursor uses U+2029 between paragraphs.
         return cursor.selectedText().replace("\u2029", "\n").replace("\u2028", "\n")
 
     def status_text(self, message_id: MessageId) -> str:
         """The line under a message that says what is happening to it ("" for none)."""
-        i = self._rows.find(message_id)
-        return "" if i is None else self._rows.status(self._rows[i])[0]
+        row = self._rows.get(message_id)
+        return "" if row is None else self._rows.status(row)[0]
 
     def stats_text(self, message_id: MessageId) -> str:
-        i = self._rows.find(message_id)
-        return "" if i is None else MessageRows.stats_line(self._rows[i])
+        row = self._rows.get(message_id)
+        return "" if row is None else MessageRows.stats_line(row)
 
     # -- public: scrolling ----------------------------------------------------------
 
