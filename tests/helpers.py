@@ -77,10 +77,15 @@ def drop(window: MainWindow, *paths: Path) -> QDropEvent:
     return event
 
 
+def add_and_select(qtbot, window: MainWindow, *paths: Path, timeout: int = WAIT) -> None:
+    """Drop ``paths`` onto the window and wait until the library panel selects the first."""
+    drop(window, *paths)
+    qtbot.waitUntil(lambda: window.library_panel.selected_path() == paths[0], timeout=timeout)
+
+
 def load(qtbot, window: MainWindow, model: Path, projector: Path | None = None, parallel: int = 4) -> None:
     """Drop ``model`` (and ``projector``), load it with 1024 context per conversation, wait until ready."""
-    drop(window, *(p for p in (model, projector) if p is not None))
-    qtbot.waitUntil(lambda: window.library_panel.selected_path() == model, timeout=WAIT)
+    add_and_select(qtbot, window, *(p for p in (model, projector) if p is not None))
     panel = window.model_panel
     panel.ctx_spin.setValue(1024)
     panel.parallel_spin.setValue(parallel)

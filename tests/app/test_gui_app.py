@@ -16,7 +16,7 @@ from app.store import MessageState as Stored
 from engine.chat import Role
 from engine.hardware import HardwareSnapshot
 from tests.conftest import SCRIPT_TEXT
-from tests.helpers import WAIT, drop, last, load, open_window, send, set_max_tokens
+from tests.helpers import WAIT, add_and_select, last, load, open_window, send, set_max_tokens
 
 
 def png(color: tuple[int, int, int]) -> bytes:
@@ -40,8 +40,7 @@ def test_a_failed_load_shows_why_and_the_app_stays_usable(
 ) -> None:
     broken = tmp_path / "soon-broken.gguf"
     broken.write_bytes(tiny_model.read_bytes())
-    drop(window, broken)
-    qtbot.waitUntil(lambda: window.library_panel.selected_path() == broken, timeout=WAIT)
+    add_and_select(qtbot, window, broken)
     broken.write_bytes(b"GGUF but not really")
     qtbot.mouseClick(window.model_panel.load_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.session.state is SessionState.FAILED, timeout=WAIT)

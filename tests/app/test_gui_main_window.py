@@ -12,7 +12,13 @@ from app.main_window import MainWindow
 from app.paths import AppPaths
 from engine.hardware import HardwareSnapshot
 from engine.planner import Verdict
-from tests.helpers import drag_enter, drop, open_window
+from tests.helpers import add_and_select, drag_enter, drop, open_window
+
+
+def drop_and_plan(qtbot, window: MainWindow, model: Path) -> None:
+    """Drop ``model`` onto the window and wait until the model panel shows its plan."""
+    drop(window, model)
+    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
 
 
 def facts(window: MainWindow) -> dict[str, str]:
@@ -37,8 +43,7 @@ def test_empty_library_explains_how_to_add_models(window: MainWindow) -> None:
 def test_dropping_a_model_adds_it_and_shows_metadata_and_plan(
     qtbot, window: MainWindow, tiny_model: Path
 ) -> None:
-    drop(window, tiny_model)
-    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
+    drop_and_plan(qtbot, window, tiny_model)
     assert window.library_panel.selected_path() == tiny_model
     shown = facts(window)
     assert shown["Architecture"] == "llama"
@@ -51,8 +56,7 @@ def test_dropping_a_model_adds_it_and_shows_metadata_and_plan(
 
 
 def test_plan_follows_context_and_parallel_controls(qtbot, window: MainWindow, tiny_model: Path) -> None:
-    drop(window, tiny_model)
-    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
+    drop_and_plan(qtbot, window, tiny_model)
     panel = window.model_panel
     before = panel.plan()
     panel.ctx_spin.setValue(2048)
@@ -91,8 +95,7 @@ def test_remove_from_library_keeps_the_file(
 ) -> None:
     copy = tmp_path / "keep-me.gguf"
     copy.write_bytes(tiny_model.read_bytes())
-    drop(window, copy)
-    qtbot.waitUntil(lambda: window.library_panel.selected_path() == copy, timeout=10_000)
+    add_and_select(qtbot, window, copy, timeout=10_000)
     window.library_panel.remove_action.trigger()
     qtbot.waitUntil(lambda: window.library.counts().models == 0, timeout=10_000)
     assert copy.exists()
@@ -121,8 +124,7 @@ def test_non_gguf_drops_are_refused(window: MainWindow, tmp_path: Path) -> None:
 
 
 def test_does_not_fit_shows_a_one_click_fix(qtbot, window: MainWindow, gemma_path: Path) -> None:
-    drop(window, gemma_path)
-    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
+    drop_and_plan(qtbot, window, gemma_path)
     panel = window.model_panel
     panel.parallel_spin.setValue(64)
     panel.ctx_spin.setValue(32768)
