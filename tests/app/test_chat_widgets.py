@@ -34,6 +34,7 @@ from app.chat.demo import build_demo, dark_palette, sample_image, sample_message
 from app.chat.markdown import stable_prefix_end
 from engine.chat import Role
 from engine.requests import Completion, StopReason, Timings, Usage
+from tests.helpers import show_widget
 
 CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone."
 
@@ -58,12 +59,7 @@ def completion(**overrides: object) -> Completion:
 
 @pytest.fixture()
 def view(qtbot) -> MessageView:
-    widget = MessageView()
-    qtbot.addWidget(widget)
-    widget.resize(800, 600)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+    return show_widget(qtbot, MessageView(), 800, 600, exposed=True)
 
 
 def conversation(n: int) -> list[MessageData]:
@@ -384,11 +380,7 @@ def test_drag_selects_text_and_ctrl_c_copies(qtbot, view: MessageView) -> None:
 
 @pytest.fixture()
 def composer(qtbot) -> Composer:
-    widget = Composer()
-    qtbot.addWidget(widget)
-    widget.resize(600, 200)
-    widget.show()
-    return widget
+    return show_widget(qtbot, Composer(), 600, 200)
 
 
 def test_enter_sends_and_shift_enter_adds_a_line(qtbot, composer: Composer) -> None:
@@ -508,10 +500,7 @@ def test_input_grows_with_lines(qtbot, composer: Composer) -> None:
 
 @pytest.fixture()
 def conversations(qtbot) -> ConversationList:
-    widget = ConversationList()
-    qtbot.addWidget(widget)
-    widget.resize(260, 500)
-    widget.show()
+    widget = show_widget(qtbot, ConversationList(), 260, 500)
     now = datetime(2025, 6, 12, 15, 0)
     widget.set_now(now)
     widget.set_conversations(
