@@ -362,11 +362,16 @@ def cmd_hardware(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_setup_default_model(args: argparse.Namespace, paths: AppPaths) -> int:
-    """The chat model a first "Hello" deserves: Qwen2.5-Coder 1.5B Instruct, not a base model."""
+    """The chat model a first "Hello" deserves: Qwen2.5-Coder 1.5B Instruct, not a base model.
+    Also says which system libraries the window still needs (a minimal Debian lacks some)."""
     from app.chat_model import ensure_chat_model, print_progress
+    from app.system_libraries import check_display_libraries
 
     target = ensure_chat_model(paths.ensure().models_dir, print_progress)
     print(f"Default model ready: {target}")
+    if (problem := check_display_libraries()) is not None:
+        print(f"hearth: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -26,6 +26,10 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script: the app's one table of X11 libraries
+
+from app.system_libraries import QT_XCB_LIBRARIES  # noqa: E402
+
 PACKAGING = REPO / "packaging"
 RESOURCES = REPO / "resources"
 APP_ID = "io.hearth.Hearth"
@@ -50,9 +54,7 @@ SYSTEM_LIBRARY_PACKAGES = {
     "libEGL.so.1": "libegl1",
     "libOpenGL.so.0": "libopengl0",
     "libdrm.so.2": "libdrm2",
-    "libxcb.so.1": "libxcb1",
-    "libxcb-icccm.so.4": "libxcb-icccm4",
-    "libxcb-keysyms.so.1": "libxcb-keysyms1",
+    **QT_XCB_LIBRARIES,
     "libwayland-client.so.0": "libwayland-client0",
     "libwayland-cursor.so.0": "libwayland-cursor0",
     "libwayland-egl.so.1": "libwayland-egl1",

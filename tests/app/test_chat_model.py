@@ -34,3 +34,25 @@ def test_assembled_once_then_reused(tmp_path: Path, qwen_path: Path) -> None:
     assert target.stat().st_mtime_ns == mtime
     target.write_bytes(b"replaced")  # a different file under the name is assembled again
     assert chat_model.ensure_chat_model(tmp_path).stat().st_size == qwen_path.stat().st_size
+
+
+def test_missing_display_libraries_name_the_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    import app.system_libraries as system_libraries
+
+    real = ctypes.CDLL
+
+    def fake(name: str, *args: object, **kwargs: object):
+        if name == "libxcb-cursor.so.0":
+            raise OSError("not found")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(ctypes, "CDLL", fake)
+    monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
+    monkeypatch.setattr(system_libraries, "QT_XCB_LIBRARIES", {"libxcb-cursor.so.0": "libxcb-cursor0"})
+    assert system_libraries.check_display_libraries() == (
+        "The window needs system libraries that are missing here: sudo apt install libxcb-cursor0"
+    )
+    monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")  # no window, nothing to install
+    assert system_libraries.check_display_libraries() is None
