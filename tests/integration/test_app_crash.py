@@ -32,48 +32,35 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSI
 KILLS = 20
 
 
-def _snapshot(db: Path) -> dict[int, str]:
-    """Complete messages: id -> sha256 of the text (read-only, beside the live writer)."""
+def _query(db: Path, sql: str) -> list[tuple] | None:
+    """The rows of ``sql``, read-only beside the live writer; None before the schema exists."""
     if not db.exists():
-        return {}
+        return None
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
     try:
-        rows = conn.execute("SELECT id, text FROM messages WHERE state = 'complete'").fetchall()
+        return conn.execute(sql).fetchall()
     except sqlite3.OperationalError:  # schema not created yet
-        return {}
+        return None
     finally:
         conn.close()
+
+
+def _snapshot(db: Path) -> dict[int, str]:
+    """Complete messages: id -> sha256 of the text."""
+    rows = _query(db, "SELECT id, text FROM messages WHERE state = 'complete'") or []
     return {message_id: hashlib.sha256(text.encode()).hexdigest() for message_id, text in rows}
 
 
 def _finished_replies(db: Path) -> int:
-    if not db.exists():
-        return 0
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        row = conn.execute(
-            "SELECT count(*) FROM messages WHERE role = 'assistant' AND state = 'complete' AND text != ''"
-        ).fetchone()
-        return int(row[0]) if row else 0
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        conn.close()
+    rows = _query(
+        db, "SELECT count(*) FROM messages WHERE role = 'assistant' AND state = 'complete' AND text != ''"
+    )
+    return int(rows[0][0]) if rows else 0
 
 
 def _streaming_started(db: Path) -> bool:
-    if not db.exists():
-        return False
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        row = conn.execute(
-            "SELECT count(*) FROM messages WHERE state = 'streaming' AND text != ''"
-        ).fetchone()
-        return bool(row and row[0])
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        conn.close()
+    rows = _query(db, "SELECT count(*) FROM messages WHERE state = 'streaming' AND text != ''")
+    return bool(rows and rows[0][0])
 
 
 @pytest.fixture(scope="module")
