@@ -44,12 +44,15 @@ def compare_memory(plan: LoadPlan, reported: ReportedMemory | None) -> tuple[Mem
     per-device attribution of buffer names (CPU_Mapped, CUDA_Host...) is not exact.
     """
     predicted = {
-        "Weights": sum(m.weights for m in plan.memory),
+        # llama.cpp's model buffers: the mapped file and the CPU_REPACK copy together.
+        "Weights": sum(m.weights + m.repack for m in plan.memory),
         "KV cache": sum(m.kv_cache for m in plan.memory),
         "Compute": sum(m.compute for m in plan.memory),
         "Output": sum(m.output for m in plan.memory),
         "Projector": sum(m.projector for m in plan.memory),
         "Draft model": sum(m.draft for m in plan.memory),
+        # Vocabulary tables and working set: real memory that llama.cpp logs no line for.
+        "Runtime": sum(m.runtime for m in plan.memory),
     }
     actual: dict[str, int | None] = dict.fromkeys(predicted)
     if reported is not None:

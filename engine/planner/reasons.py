@@ -119,6 +119,8 @@ def describe_plan(plan: LoadPlan) -> list[str]:
             f"{label} {format_bytes(value)}"
             for label, value in (
                 ("weights", m.weights),
+                ("repacked weights", m.repack),
+                ("llama.cpp runtime", m.runtime),
                 ("KV cache", m.kv_cache),
                 ("compute", m.compute),
                 ("output", m.output),

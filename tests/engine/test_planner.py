@@ -658,7 +658,12 @@ def test_plan_invariants(
         assert p.memory[1].deficit == 0  # auto never overfills a GPU with room for the compute buffer
     for s in p.suggestions:
         replanned = plan_load(info, hw, s.request)
-        assert replanned.verdict is Verdict.FITS if p.fits else replanned.fits
+        if p.verdict is Verdict.TIGHT:  # a fix gives headroom; a partial offload is fine
+            assert replanned.verdict in (Verdict.FITS, Verdict.PARTIAL_OFFLOAD)
+        elif p.fits:
+            assert replanned.verdict is Verdict.FITS
+        else:
+            assert replanned.fits
 
 
 # -- CPU_REPACK ---------------------------------------------------------------------------------
