@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from app.chat.data import (
     STOP_REASON_TEXT,
@@ -13,6 +13,7 @@ from app.chat.data import (
     MessageData,
     MessageId,
     MessageState,
+    ReplyStats,
     format_prefill,
 )
 from app.chat.message_layout import Geometry
@@ -37,9 +38,18 @@ class PrefillProgress:
 
 @dataclass(eq=False)
 class Row:
-    data: MessageData  # streamed text included
+    data: MessageData  # as laid out
     height: int = 0
     geom: Geometry | None = None  # None: height is an estimate (or stale)
+    # Streamed text held until the next layout on purpose: until then the row keeps the
+    # geometry and documents it was laid out with, so a paint in between neither draws
+    # text where it was not measured nor lays it out ahead of time.
+    pending: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> MessageData:
+        """The message with its streamed text, laid out or not."""
+        return replace(self.data, text=self.data.text + "".join(self.pending)) if self.pending else self.data
 
     def is_exact(self, width: int) -> bool:
         return self.geom is not None and self.geom.width == width
@@ -57,6 +67,7 @@ class MessageRows:
         self._tops_dirty = False
         self.progress: dict[MessageId, PrefillProgress] = {}
         self.queued: dict[MessageId, int] = {}  # how many requests are ahead
+        self._growing: set[Row] = set()  # rows holding streamed text
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -81,6 +92,7 @@ class MessageRows:
 
     def reset(self, rows: Iterable[Row]) -> None:
         self._rows = list(rows)
+        self._growing.clear()
         self._reindex()
         self.progress.clear()
         self.queued.clear()
@@ -91,9 +103,40 @@ class MessageRows:
         self._tops_dirty = True
 
     def remove(self, i: int) -> None:
-        message_id = self._rows.pop(i).data.id
+        row = self._rows.pop(i)
+        message_id = row.data.id
+        self._growing.discard(row)
         self._reindex()
         self.waited(message_id)
+
+    def update(self, row: Row, message: MessageData) -> None:
+        row.data = message
+        row.pending.clear()
+        self._growing.discard(row)
+        if not message.state.active:
+            self.waited(message.id)
+        self.invalidate(row)
+
+    def append_text(self, row: Row, text: str) -> bool:
+        """Streamed text for a reply, held until ``apply_pending``; the reply is STREAMING
+        from now on. Whether this started it."""
+        started = row.data.state is not MessageState.STREAMING
+        if started:
+            row.data = replace(row.data, state=MessageState.STREAMING)
+            self.waited(row.data.id)
+        row.pending.append(text)
+        self._growing.add(row)
+        return started
+
+    def apply_pending(self) -> list[Row]:
+        """Streamed text into the rows it was held for, to be laid out; those rows."""
+        grown = [row for row in self._growing if row.pending]
+        for row in grown:
+            row.data = row.message
+            row.pending.clear()
+            self.invalidate(row)
+        self._growing.clear()
+        return grown
 
     def waited(self, message_id: MessageId) -> None:
         """The reply is no longer waiting: its queue position and prompt progress go."""
@@ -183,8 +226,9 @@ class MessageRows:
         return stats.summary()
 
     def actions(self, i: int) -> tuple[MessageAction, ...]:
-        data = self._rows[i].data
-        actions = [MessageAction.COPY] if data.text else []
+        row = self._rows[i]
+        data = row.data
+        actions = [MessageAction.COPY] if data.text or row.pending else []
         if self.busy():
             return tuple(actions)
         if data.role is Role.USER:
@@ -201,3 +245,17 @@ class MessageRows:
             if self._rows[i].data.role is Role.ASSISTANT:
                 return i
         return -1
+
+
+def with_state(
+    data: MessageData, state: MessageState, stats: ReplyStats | None, error: str, text: str | None
+) -> MessageData:
+    """A reply ended (or restarted): its statistics kept unless new ones come, its error
+    only while it is FAILED, its text unless the final one is given."""
+    return replace(
+        data,
+        state=state,
+        text=data.text if text is None else text,
+        stats=stats if stats is not None else data.stats,
+        error=error or (data.error if state is MessageState.FAILED else ""),
+    )

@@ -18,7 +18,6 @@ one event-loop turn are laid out together.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
 from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -43,7 +42,7 @@ from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
 from app.chat.message_layout import MessageLayout, column_x
 from app.chat.message_painter import MessagePainter, RowPaint, square_thumbnail
-from app.chat.message_rows import MessageRows, PrefillProgress, Row
+from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
 from app.chat.theme import ChatColors, markdown_style
 from app.chat.viewport_layout import ViewportLayout
 from engine import Role
@@ -93,7 +92,9 @@ class MessageView(QAbstractScrollArea):
         self._documents = MessageDocuments(self, self._style(), self._layout.body_font)
         self.render_counts = self._documents.render_counts  # Markdown renders per message
 
-        self._scroll = ViewportLayout(self._rows, self.verticalScrollBar(), self.viewport(), self._measure)
+        self._scroll = ViewportLayout(
+            self._rows, self.verticalScrollBar(), self.viewport(), self._measure, self._apply_pending
+        )
         self._indicator_timer = QTimer(self)
         self._indicator_timer.setInterval(INDICATOR_INTERVAL_MS)
         self._indicator_timer.timeout.connect(self._animate_indicator)
@@ -127,12 +128,8 @@ class MessageView(QAbstractScrollArea):
         if i is None:
             self.append_message(message)
             return
-        row = self._rows[i]
-        row.data = message
+        self._rows.update(self._rows[i], message)
         self._documents.end_stream(message.id)
-        if not message.state.active:
-            self._rows.waited(message.id)
-        self._rows.invalidate(row)
         self._scroll.settle()
         self._update_indicator_timer()
 
@@ -153,20 +150,13 @@ class MessageView(QAbstractScrollArea):
 
     def append_delta(self, message_id: MessageId, text: str) -> None:
         """Add streamed text to a reply (the first delta also moves it from PENDING to
-        STREAMING). It is laid out and painted on the next event-loop turn, once however
-        many deltas that turn brings."""
-        i = self._rows.find(message_id)
-        if i is None or not text:
+        STREAMING). It is laid out on the next event-loop turn (later only after a slow
+        layout), once however many deltas come before."""
+        row = self._rows.get(message_id)
+        if row is None or not text:
             return
-        row = self._rows[i]
-        started = row.data.state is not MessageState.STREAMING
-        row.data = replace(row.data, text=row.data.text + text, state=MessageState.STREAMING)
-        if row.data.role is not Role.USER:
-            self._documents.start_stream(message_id)
-        if started:
-            self._rows.waited(message_id)
+        if self._rows.append_text(row, text):
             self._update_indicator_timer()
-        self._rows.invalidate(row)
         self._scroll.settle_later()
 
     def set_queued(self, message_id: MessageId, position: int) -> None:
@@ -202,24 +192,16 @@ class MessageView(QAbstractScrollArea):
     ) -> None:
         """End (or restart) a reply: DONE with stats, CANCELLED, FAILED with the human error."""
         data = self.message(message_id)
-        if data is None:
-            return
-        data = replace(
-            data,
-            state=state,
-            text=data.text if text is None else text,
-            stats=stats if stats is not None else data.stats,
-            error=error or (data.error if state is MessageState.FAILED else ""),
-        )
-        self.update_message(data)
+        if data is not None:
+            self.update_message(with_state(data, state, stats, error, text))
 
     def message(self, message_id: MessageId) -> MessageData | None:
         """The message as shown, streamed text included."""
         row = self._rows.get(message_id)
-        return None if row is None else row.data
+        return None if row is None else row.message
 
     def messages(self) -> tuple[MessageData, ...]:
-        return tuple(row.data for row in self._rows)
+        return tuple(row.message for row in self._rows)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -253,8 +235,9 @@ class MessageView(QAbstractScrollArea):
             self.continue_requested.emit(message_id)
 
     def code_blocks(self, message_id: MessageId) -> tuple[str, ...]:
-        data = self.message(message_id)
-        return () if data is None else self._documents.code_blocks(data)
+        self._apply_pending()
+        row = self._rows.get(message_id)
+        return () if row is None else self._documents.code_blocks(row.data)
 
     def copy_code_block(self, message_id: MessageId, index: int) -> bool:
         blocks = self.code_blocks(message_id)
@@ -337,6 +320,11 @@ class MessageView(QAbstractScrollArea):
         self._documents.restyle(self._style(), self._layout.body_font)
         for row in self._rows:
             self._rows.invalidate(row)
+
+    def _apply_pending(self) -> None:
+        for row in self._rows.apply_pending():
+            if row.data.role is not Role.USER:
+                self._documents.start_stream(row.data.id)
 
     def _document(self, row: Row) -> QTextDocument:
         """The row's whole document, laid out at the width its geometry says."""

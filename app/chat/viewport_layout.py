@@ -9,6 +9,7 @@ user has not scrolled up, the view sticks to the bottom instead.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -19,24 +20,37 @@ from app.chat.message_layout import column_width
 from app.chat.message_rows import MessageRows, Row
 
 MEASURE_SLICE_S = 0.008  # background measuring per event-loop turn
+SLOW_SETTLE_REST = 3  # after a slow streaming layout the event loop gets 3x its cost...
+SLOW_SETTLE_MAX_REST_S = 0.25  # ...up to this
 
 
 class ViewportLayout(QObject):
     """Lays out ``rows`` with ``measure(row, keep)`` (``keep=False``: a background
-    measure, which need not keep a document) for a scroll area's bar and viewport."""
+    measure, which need not keep a document) for a scroll area's bar and viewport;
+    ``apply_pending()`` brings in what waited for a ``settle_later`` (streamed text)."""
 
     def __init__(
-        self, rows: MessageRows, bar: QScrollBar, viewport: QWidget, measure: Callable[[Row, bool], None]
+        self,
+        rows: MessageRows,
+        bar: QScrollBar,
+        viewport: QWidget,
+        measure: Callable[[Row, bool], None],
+        apply_pending: Callable[[], None],
     ) -> None:
         super().__init__(viewport)
         self._rows = rows
         self._bar = bar
         self._viewport = viewport
         self._measure = measure
+        self._apply_pending = apply_pending
         self.follow = True  # stick to the bottom while the user has not scrolled up
         self.adjusting = False  # the scrollbar moves because of a layout, not the user
         self._measuring = False
         self._settle_posted = False
+        self._next_settle = 0.0  # perf_counter() before which a settle_later() waits
+        self._slow = QTimer(self)
+        self._slow.setSingleShot(True)
+        self._slow.timeout.connect(self._settle_if_posted)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
@@ -53,7 +67,6 @@ class ViewportLayout(QObject):
     def settle(self) -> None:
         """After any change: exact heights on screen, scrollbar, repaint, and background
         measuring of the rest."""
-        self._settle_posted = False
         self.set_scroll(self._rows.total_height() if self.follow else self._bar.value())
         self.measure_visible()
         self._commit_heights(self._anchor())
@@ -61,18 +74,40 @@ class ViewportLayout(QObject):
             self._timer.start()
 
     def settle_later(self) -> None:
-        """Settle on the next event-loop turn, once however often this is asked for in
-        this one (as update() does for painting)."""
-        if not self._settle_posted:
-            self._settle_posted = True
+        """Settle on the next event-loop turn, once however often this is asked for until
+        then (as update() does for painting).
+
+        Not a second throttle on streamed text (the engine's ~30 Hz is the one): a settle
+        costing a few ms is never put off. One that cost more (a long code block still
+        open is rendered whole each time) puts the next off until the event loop has had
+        ``SLOW_SETTLE_REST`` times its cost, so input and painting keep up."""
+        if self._settle_posted:
+            return
+        self._settle_posted = True
+        wait = self._next_settle - time.perf_counter()
+        if wait > 0:
+            self._slow.start(math.ceil(wait * 1000))
+        else:
             QCoreApplication.postEvent(self, QEvent(QEvent.Type.LayoutRequest))
 
     def event(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.LayoutRequest:
-            if self._settle_posted:  # else a settle() came first
-                self.settle()
+            self._settle_if_posted()
             return True
         return super().event(event)
+
+    def _settle_if_posted(self) -> None:
+        if self._settle_posted:
+            self.settle_now()
+
+    def settle_now(self) -> None:
+        """What ``settle_later`` asked for, now."""
+        self._settle_posted = False
+        started = time.perf_counter()
+        self._apply_pending()
+        self.settle()
+        ended = time.perf_counter()
+        self._next_settle = ended + min(SLOW_SETTLE_MAX_REST_S, SLOW_SETTLE_REST * (ended - started))
 
     def set_scroll(self, value: int) -> None:
         self.adjusting = True

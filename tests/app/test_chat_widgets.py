@@ -183,7 +183,7 @@ def test_long_streaming_reply_renders_in_pieces(qtbot, view: MessageView) -> Non
     for start in range(0, len(text), 200):
         view.append_delta("r", text[start : start + 200])
         began = time.perf_counter()
-        view._scroll.settle()
+        view._scroll.settle_now()
         view.viewport().repaint()
         costs.append(time.perf_counter() - began)
     stream = view._documents.streaming("r")
