@@ -11,8 +11,9 @@ conversations stay smooth. The widget holds the events and the glue; the parts a
 - ``streaming_render``: a streaming reply in pieces, only its growing tail re-rendered;
 - ``message_painter`` and ``message_hits``: drawing a row, and what is under the mouse.
 
-Streamed text comes already throttled by the engine (~30 deltas a second); the deltas of
-one event-loop turn are laid out together.
+Streamed text comes already throttled by the engine (~30 deltas a second); the deltas
+that arrive before the next event-loop turn are laid out together then (later only after
+a slow layout: see ``ViewportLayout.settle_later``).
 """
 
 from __future__ import annotations
