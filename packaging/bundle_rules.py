@@ -65,6 +65,7 @@ def drop_data(datas: list[TocEntry], patterns: Iterable[str] = DROPPED_DATA) -> 
     patterns = tuple(patterns)
     return [e for e in datas if not any(fnmatch.fnmatch(e[0], p) for p in patterns)]
 
+
 # Qt plugins PyInstaller's Qt hooks collect that a desktop Hearth should not carry (Linux).
 DROPPED_QT_PLUGINS = (
     # Needs the system's GTK 3 but would resolve glib, cairo and pango from the bundle: a
