@@ -12,6 +12,7 @@ import sys
 BENCHMARKS = (
     "benchmarks.bench_catalog",
     "benchmarks.bench_planner_accuracy",
+    "benchmarks.bench_memory",  # the plan against the process, and llama-server's compute buffer
     "benchmarks.bench_scheduler",
     "benchmarks.bench_engine",
     "benchmarks.bench_multimodal",
