@@ -202,7 +202,7 @@ def peer_compute(server: Path, path: Path, parallel: int, context: int, threads:
         port = s.getsockname()[1]
     args = [str(server), "-m", str(path), "-c", str(context * parallel), "-np", str(parallel)]
     args += ["-b", "512", "-ub", "512", "-t", str(threads), "--host", "127.0.0.1", "--port", str(port)]
-    args += ["-lv", "4"]  # buffer sizes are logged at this verbosity
+    args += ["-lv", "4", "--swa-full"]  # buffer sizes show at -lv 4; full SWA caches, as Hearth loads
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         try:
