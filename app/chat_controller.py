@@ -99,6 +99,7 @@ class ChatController(QObject):
 
     status = Signal(str)  # one-line messages for the status bar
     streaming_changed = Signal(int)  # how many replies are generating
+    title_changed = Signal(str)  # the shown conversation's title ("" when none is shown)
 
     def __init__(
         self,
@@ -172,9 +173,11 @@ class ChatController(QObject):
     # -- conversations --------------------------------------------------------------------
 
     def refresh_list(self) -> None:
-        self.conversations.set_conversations([self._summary(c) for c in self.store.list_conversations()])
+        listed = self.store.list_conversations()
+        self.conversations.set_conversations([self._summary(c) for c in listed])
         for conversation_id, stream in self._streams.items():
             self.conversations.set_busy(conversation_id, True, stream.stage_text)
+        self.title_changed.emit(next((c.title for c in listed if c.id == self.current_id), ""))
 
     def new_conversation(self) -> int:
         settings = self.sampling.settings()
@@ -191,6 +194,7 @@ class ChatController(QObject):
         self.current_id = conversation_id
         self.conversations.set_current(conversation_id)
         conversation = self.store.get_conversation(conversation_id)
+        self.title_changed.emit(conversation.title)
         self.view.set_messages(self._view_message(m) for m in self.store.messages(conversation_id))
         self.view.scroll_to_bottom()
         settings = SamplingSettings.from_dict(conversation.sampling or {})

@@ -1,8 +1,9 @@
 """Hearth's main window.
 
-Left: conversations and the model library. Centre: the chat (messages, composer,
-per-conversation settings) and the selected model's plan and load controls. Right: the
-live dashboard, in a dock the user can keep open. Top: the loaded model, always visible.
+Left edge: the navigation rail, one button per page. The Chats page holds the
+conversations, the chat and its settings; the Models page the library, the hardware and
+the selected model's plan and load controls. Right: the live dashboard, in a dock the user
+can keep open. Top: the loaded model, always visible.
 """
 
 from __future__ import annotations
@@ -15,21 +16,22 @@ from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKe
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
-    QSplitter,
-    QTabWidget,
+    QStackedWidget,
     QToolBar,
-    QVBoxLayout,
     QWidget,
 )
 
 from app.chat import Composer, ConversationList, MessageView, SamplingPanel
 from app.chat_controller import ChatController
+from app.chats_page import ChatsPage
 from app.dashboard import DashboardView
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
 from app.model_session import ModelSession, SessionState
+from app.models_page import ModelsPage
 from app.paths import AppPaths
 from app.store import Store
 from app.widgets.hardware_panel import HardwarePanel
@@ -37,6 +39,7 @@ from app.widgets.library_panel import LibraryPanel
 from app.widgets.load_progress import PHASE_LABELS
 from app.widgets.model_badge import ModelBadge
 from app.widgets.model_panel import ModelPanel
+from app.widgets.nav_rail import NavRail, Page
 from engine import (
     EngineError,
     HardwareSnapshot,
@@ -47,6 +50,8 @@ from engine import (
     SpeculationConfig,
     take_snapshot,
 )
+
+SETTINGS_COLUMN_KEY = "window.chat_settings_shown"
 
 
 def dropped_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
@@ -83,51 +88,32 @@ class MainWindow(QMainWindow):
         self.session = ModelSession(self)
         self.library = LibraryController(paths.library_file, default_folders=(paths.models_dir,), parent=self)
 
-        # Models: library, hardware, and the selected model's plan.
         self.library_panel = LibraryPanel(self.library)
         self.hardware_panel = HardwarePanel()
         self.model_panel = ModelPanel()
-        models_side = QSplitter(Qt.Orientation.Vertical)
-        models_side.addWidget(self.library_panel)
-        models_side.addWidget(self.hardware_panel)
-        models_side.setStretchFactor(0, 3)
-        models_side.setStretchFactor(1, 1)
-
-        # Chats: conversations, messages, composer, settings.
         self.conversation_list = ConversationList()
         self.message_view = MessageView()
         self.composer = Composer()
         self.sampling_panel = SamplingPanel()
-        chat_column = QWidget()
-        chat_layout = QVBoxLayout(chat_column)
-        chat_layout.setContentsMargins(0, 0, 0, 0)
-        chat_layout.setSpacing(0)
-        chat_layout.addWidget(self.message_view, 1)
-        chat_layout.addWidget(self.composer)
-        self.chat_splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.chat_splitter.addWidget(chat_column)
-        self.chat_splitter.addWidget(self.sampling_panel)
-        self.chat_splitter.setStretchFactor(0, 4)
-        self.chat_splitter.setStretchFactor(1, 1)
-        self.chat_splitter.setCollapsible(0, False)
-        self.sampling_panel.setMinimumWidth(250)
-        self.chat_splitter.setSizes([760, 290])
 
-        self.sidebar = QTabWidget()
-        self.sidebar.setDocumentMode(True)
-        self.sidebar.addTab(self.conversation_list, "Chats")
-        self.sidebar.addTab(models_side, "Models")
-        self.tabs = QTabWidget()
-        self.tabs.setDocumentMode(True)
-        self.tabs.addTab(self.chat_splitter, "Chat")
-        self.tabs.addTab(self.model_panel, "Model")
-        self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.addWidget(self.sidebar)
-        self.splitter.addWidget(self.tabs)
-        self.splitter.setStretchFactor(0, 1)
-        self.splitter.setStretchFactor(1, 4)
-        self.splitter.setSizes([330, 990])
-        self.setCentralWidget(self.splitter)
+        # One navigation: the rail picks a page; each page holds its list and its details.
+        self.chats_page = ChatsPage(
+            self.conversation_list, self.message_view, self.composer, self.sampling_panel
+        )
+        self.models_page = ModelsPage(self.library_panel, self.hardware_panel, self.model_panel)
+        self.pages = QStackedWidget()
+        self._page_widgets = {Page.CHATS: self.chats_page, Page.MODELS: self.models_page}
+        for widget in self._page_widgets.values():
+            self.pages.addWidget(widget)
+        self.nav = NavRail()
+        self.nav.page_selected.connect(self.show_page)
+        central = QWidget()
+        central_layout = QHBoxLayout(central)
+        central_layout.setContentsMargins(0, 0, 0, 0)
+        central_layout.setSpacing(0)
+        central_layout.addWidget(self.nav)
+        central_layout.addWidget(self.pages, 1)
+        self.setCentralWidget(central)
 
         self.dashboard_dock = QDockWidget("Dashboard", self)
         self.dashboard_dock.setObjectName("dashboardDock")
@@ -162,7 +148,7 @@ class MainWindow(QMainWindow):
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.cancel_requested.connect(self.session.cancel_load)
         self.badge.unload_requested.connect(self.unload_model)
-        self.badge.show_model_requested.connect(lambda: self.tabs.setCurrentWidget(self.model_panel))
+        self.badge.show_model_requested.connect(self.show_loaded_model)
         self.session.state_changed.connect(self._on_session_state)
         self.session.phase_started.connect(self._on_phase_started)
         self.session.phase_progress.connect(self._on_phase_progress)
@@ -170,7 +156,8 @@ class MainWindow(QMainWindow):
         self.session.load_failed.connect(self._on_load_failed)
         self.session.model_ready.connect(self._on_model_ready)
         self.chat.status.connect(self.status_label.setText)
-        self.conversation_list.selected.connect(lambda _id: self.tabs.setCurrentWidget(self.chat_splitter))
+        self.chat.title_changed.connect(self.chats_page.header.set_title)
+        self.chats_page.settings_visibility_changed.connect(self._remember_settings_column)
         self._restore_geometry()
 
     def _build_actions(self) -> None:
@@ -199,6 +186,13 @@ class MainWindow(QMainWindow):
         self.rescan_action = action("Rescan", QKeySequence.StandardKey.Refresh, self.library.rescan)
         self.focus_composer_action = action("Focus composer", "Ctrl+L", self.focus_composer)
         self.search_action = action("Search chats", "Ctrl+K", self.focus_search)
+        self.chats_page_action = action("Chats", "Ctrl+1", lambda: self.show_page(Page.CHATS))
+        self.models_page_action = action("Models", "Ctrl+2", lambda: self.show_page(Page.MODELS))
+        # Esc stops the reply wherever the focus is; enabled only while one streams, so
+        # Esc keeps its other meanings (cancel an edit, clear the search) the rest of the time.
+        self.stop_action = action("Stop", "Esc", self.stop_generating, "Stop the reply (Esc)")
+        self.stop_action.setEnabled(False)
+        self.composer.generating_changed.connect(self.stop_action.setEnabled)
         self.dashboard_action = self.dashboard_dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         self.dashboard_action.setShortcut(QKeySequence("Ctrl+D"))
@@ -206,8 +200,6 @@ class MainWindow(QMainWindow):
         toolbar = QToolBar("Main")
         toolbar.setObjectName("mainToolbar")
         toolbar.setMovable(False)
-        toolbar.addAction(self.new_chat_action)
-        toolbar.addSeparator()
         toolbar.addAction(self.add_files_action)
         toolbar.addAction(self.add_folder_action)
         toolbar.addSeparator()
@@ -230,13 +222,17 @@ class MainWindow(QMainWindow):
             self.model_panel.show_load_error(self._hardware.native_error)
         self.library.rescan()
         self.chat.start()
+        self.chats_page.set_settings_wanted(bool(self.store.get_setting(SETTINGS_COLUMN_KEY, True)))
+        page = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat).value("page")
+        self.show_page(Page(page) if page in {p.value for p in Page} else Page.CHATS)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
         settings.setValue("geometry", self.saveGeometry())
         settings.setValue("state", self.saveState())
-        settings.setValue("splitter", self.splitter.saveState())
-        settings.setValue("chat_splitter", self.chat_splitter.saveState())
+        settings.setValue("chats_page", self.chats_page.saveState())
+        settings.setValue("models_page", self.models_page.saveState())
+        settings.setValue("page", self.current_page().value)
         self.chat.shutdown()
         self.session.unload()
         if self.dashboard is not None:
@@ -250,8 +246,8 @@ class MainWindow(QMainWindow):
         for key, restore in (
             ("geometry", self.restoreGeometry),
             ("state", self.restoreState),
-            ("splitter", self.splitter.restoreState),
-            ("chat_splitter", self.chat_splitter.restoreState),
+            ("chats_page", self.chats_page.restoreState),
+            ("models_page", self.models_page.restoreState),
         ):
             value = settings.value(key)
             if isinstance(value, QByteArray):
@@ -260,17 +256,40 @@ class MainWindow(QMainWindow):
     # -- chats -------------------------------------------------------------------------
 
     def new_chat(self) -> None:
-        self.sidebar.setCurrentWidget(self.conversation_list)
-        self.tabs.setCurrentWidget(self.chat_splitter)
+        self.show_page(Page.CHATS)
         self.chat.new_conversation()
 
     def focus_composer(self) -> None:
-        self.tabs.setCurrentWidget(self.chat_splitter)
+        self.show_page(Page.CHATS)
         self.composer.focus_input()
 
     def focus_search(self) -> None:
-        self.sidebar.setCurrentWidget(self.conversation_list)
+        self.show_page(Page.CHATS)
+        self.chats_page.set_settings_wanted(self.chats_page.settings_wanted())  # the list, if folded
         self.conversation_list.focus_search()
+
+    def stop_generating(self) -> None:
+        """Esc, wherever the focus is: stop the shown conversation's reply."""
+        self.chat.stop()
+
+    # -- pages -------------------------------------------------------------------------
+
+    def current_page(self) -> Page:
+        return next(p for p, w in self._page_widgets.items() if w is self.pages.currentWidget())
+
+    def show_page(self, page: Page) -> None:
+        self.pages.setCurrentWidget(self._page_widgets[page])
+        self.nav.set_page(page)
+
+    def show_loaded_model(self) -> None:
+        """The toolbar's Details: the Models page, with the loaded model selected."""
+        self.show_page(Page.MODELS)
+        plan = self.session.plan
+        if plan is not None:
+            self.library_panel.select_path(plan.model.path)
+
+    def _remember_settings_column(self, shown: bool) -> None:
+        self.store.set_setting(SETTINGS_COLUMN_KEY, shown)
 
     # -- models ------------------------------------------------------------------------
 
@@ -296,7 +315,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         event.acceptProposedAction()
-        self.sidebar.setCurrentIndex(1)
+        self.show_page(Page.MODELS)
         self.library.add_paths(paths, select=paths[0])
 
     def load_model(self, plan: LoadPlan, speculation: SpeculationConfig | None = None) -> None:
@@ -341,7 +360,6 @@ class MainWindow(QMainWindow):
         if entry is None:
             self.model_panel.show_model(None)
             return
-        self.tabs.setCurrentWidget(self.model_panel)
         if entry.info is None:
             self.model_panel.show_invalid(str(entry.path), entry.error or "unreadable")
             return
@@ -371,8 +389,7 @@ class MainWindow(QMainWindow):
         counts = self.library.counts()
         if counts.models == 0 and self.session.model is None:
             # First run (or an empty library): show how to add models, not an empty chat.
-            self.sidebar.setCurrentIndex(1)
-            self.tabs.setCurrentWidget(self.model_panel)
+            self.show_page(Page.MODELS)
         elif self.library_panel.selected_entry() is None:
             self.library_panel.select_first()
         self.status_label.setText(
@@ -391,6 +408,28 @@ class MainWindow(QMainWindow):
         self.badge.show_state(state, plan, self.session.speculation)
         if state is not SessionState.LOADING:
             self.model_panel.set_loading(False, self.model_panel.load_status.text())
+        self._show_answering_model()
+
+    def _show_answering_model(self) -> None:
+        """The chat header names the model that will answer; the notice warns of a base model."""
+        model = self.session.ready_model
+        if model is None:
+            loading = self.session.state is SessionState.LOADING and self.session.plan is not None
+            self.chats_page.header.set_model(
+                f"Loading {self.session.plan.model.display_name}…"
+                if loading and self.session.plan is not None
+                else "No model loaded: choose one under Models"
+            )
+            self.chats_page.set_notice("")
+            return
+        info = model.plan.model
+        self.chats_page.header.set_model(f"{info.display_name} answers")
+        self.chats_page.set_notice(
+            ""
+            if info.has_chat_template
+            else f"{info.display_name} is a base model: it continues text and does not chat, so its "
+            "replies will ramble. For a conversation, load an instruction-tuned (chat) model."
+        )
 
     def _on_phase_started(self, phase: LoadPhase) -> None:
         self.model_panel.load_progress.phase_started(phase)
@@ -411,7 +450,7 @@ class MainWindow(QMainWindow):
         if self.dashboard is not None:
             self.dashboard.set_model(model)
             self.dashboard.set_load_report(model.plan, model.reported_memory)
-        self.tabs.setCurrentWidget(self.chat_splitter)
+        self.show_page(Page.CHATS)
         self.composer.focus_input()
 
     # -- dashboard ---------------------------------------------------------------------

@@ -162,6 +162,7 @@ class Composer(QWidget):
     stop_requested = Signal()
     edit_cancelled = Signal()
     attachments_changed = Signal()
+    generating_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -258,9 +259,12 @@ class Composer(QWidget):
 
     def set_generating(self, generating: bool) -> None:
         """While a reply streams, Send becomes Stop (and Enter does not send)."""
+        changed = generating != self._generating
         self._generating = generating
         self._update_send_button()
         self._update_hint()
+        if changed:
+            self.generating_changed.emit(generating)
 
     def is_generating(self) -> bool:
         return self._generating

@@ -13,6 +13,7 @@ from app.main_window import MainWindow
 from app.model_session import SessionState
 from app.paths import AppPaths
 from app.store import MessageState as Stored
+from app.widgets.nav_rail import Page
 from engine.chat import Role
 from engine.hardware import HardwareSnapshot
 from tests.conftest import SCRIPT_TEXT
@@ -32,7 +33,7 @@ def test_load_shows_each_phase_with_its_duration(qtbot, window: MainWindow, tiny
     qtbot.waitUntil(lambda: progress.finished_phases() == list(plan.phases), timeout=WAIT)
     assert "Tiny Llama" in window.badge.label.text()
     assert window.badge.unload_button.isVisible()
-    assert window.tabs.currentWidget() is window.chat_splitter
+    assert window.current_page() is Page.CHATS
 
 
 def test_a_failed_load_shows_why_and_the_app_stays_usable(
@@ -189,7 +190,8 @@ def test_keyboard_shortcuts(qtbot, window: MainWindow) -> None:
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     assert len(window.store.list_conversations()) == before + 1
     qtbot.keyClick(window, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
-    assert window.sidebar.currentWidget() is window.conversation_list
+    assert window.current_page() is Page.CHATS
+    assert window.conversation_list.search.hasFocus()
 
 
 def test_sending_without_a_model_gives_the_text_back(qtbot, window: MainWindow) -> None:

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QLabel, QPushButton
 
 from app.main_window import MainWindow
 from app.paths import AppPaths
+from app.widgets.nav_rail import Page
 from engine.hardware import HardwareSnapshot
 from engine.planner import Verdict
 from tests.helpers import add_and_select, drag_enter, drop, open_window
@@ -35,7 +36,7 @@ def facts(window: MainWindow) -> dict[str, str]:
 def test_empty_library_explains_how_to_add_models(window: MainWindow) -> None:
     assert window.library_panel.empty_label.isVisible()
     assert "Drop" in window.library_panel.empty_label.text()
-    assert window.tabs.currentWidget() is window.model_panel
+    assert window.current_page() is Page.MODELS
     assert "GGUF" in window.model_panel.subtitle.text()
     assert window.model_panel.title.text() == "Select a model"
 

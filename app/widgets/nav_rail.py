@@ -1,0 +1,74 @@
+"""The window's one navigation: a slim column of pages (Chats, Models) at the left edge."""
+
+from __future__ import annotations
+
+import enum
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QButtonGroup, QFrame, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+
+
+class Page(enum.Enum):
+    """A page of the main window, in the order the rail shows them."""
+
+    CHATS = "chats"
+    MODELS = "models"
+
+
+PAGE_LABELS = {Page.CHATS: "Chats", Page.MODELS: "Models"}
+PAGE_TIPS = {
+    Page.CHATS: "Conversations with the loaded model (Ctrl+1)",
+    Page.MODELS: "Your models: what fits this machine, load and unload (Ctrl+2)",
+}
+RAIL_WIDTH = 76
+
+
+class NavRail(QFrame):
+    """One checkable button per page; exactly one is checked."""
+
+    page_selected = Signal(object)  # Page, when the user picks one
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("navRail")
+        self.setFixedWidth(RAIL_WIDTH)
+        self._group = QButtonGroup(self)
+        self._group.setExclusive(True)
+        self.buttons: dict[Page, QToolButton] = {}
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 8, 6, 8)
+        layout.setSpacing(4)
+        for page in Page:
+            button = QToolButton()
+            button.setObjectName(f"nav-{page.value}")
+            button.setText(PAGE_LABELS[page])
+            button.setToolTip(PAGE_TIPS[page])
+            button.setCheckable(True)
+            button.setAutoRaise(True)
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+            button.setMinimumHeight(40)
+            button.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+            button.clicked.connect(lambda _checked=False, p=page: self._clicked(p))
+            self._group.addButton(button)
+            self.buttons[page] = button
+            layout.addWidget(button)
+        layout.addStretch(1)
+        self.setStyleSheet(
+            "QFrame#navRail { background: palette(alternate-base); border-right: 1px solid palette(mid); }"
+            "QFrame#navRail QToolButton { border: none; border-radius: 6px; padding: 6px 2px;"
+            " font-weight: 600; }"
+            "QFrame#navRail QToolButton:hover { background: palette(midlight); }"
+            "QFrame#navRail QToolButton:checked { background: palette(highlight);"
+            " color: palette(highlighted-text); }"
+        )
+        self.set_page(Page.CHATS)
+
+    def page(self) -> Page:
+        return next(p for p, b in self.buttons.items() if b.isChecked())
+
+    def set_page(self, page: Page) -> None:
+        """Check ``page``'s button (no signal: the window switches the page itself)."""
+        self.buttons[page].setChecked(True)
+
+    def _clicked(self, page: Page) -> None:
+        self.page_selected.emit(page)
