@@ -2,11 +2,13 @@
 
 Each case runs in a fresh child process: it measures its own USS and RSS (psutil), loads
 the model with ``Engine.load(plan)``, fills every conversation's context with a prompt
-of ``n_ctx_seq - 16`` tokens (plus a few generated ones), measures again, and compares the
-growth with the plan's CPU total. A second table sets Hearth's real compute buffer (the
-executor's context, as llama.cpp logs it) beside llama-server's for the same model and
-settings: the peer from ``benchmarks.peer_server``, built from the same vendored source
-with the same CPU options.
+of ``n_ctx_seq - 272`` tokens, measures again once every conversation is decoding its
+reply (the peak of serving: prompts cached, every sampler live), and compares the growth
+with the plan's CPU total. The model is read from a private copy, so no other process
+that maps the same file can make its pages count as shared in USS. A second table sets
+Hearth's real compute buffer (the executor's context, as llama.cpp logs it) beside
+llama-server's for the same model and settings: the peer from ``benchmarks.peer_server``,
+built from the same vendored source with the same CPU options.
 
 Run: ``.venv/bin/python -m benchmarks.bench_memory [--quick]``; writes
 ``benchmarks/results/memory.json`` and prints Markdown tables.
@@ -18,10 +20,12 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,7 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "memory.json"
 MIB = 1024 * 1024
-FILL_MARGIN = 16  # tokens left free per conversation: the reply's few tokens and BOS
+FILL_MARGIN = 16  # tokens left free per conversation: BOS and the template's few
+DECODE_TOKENS = 256  # room for each reply: all must still be decoding when memory is read
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,16 @@ def model_path(name: str, folder: Path) -> Path:
     return write_tiny_text_model(folder / "tiny-256.gguf", spec)
 
 
+def private_copy(path: Path, folder: Path) -> Path:
+    """The model in a file of the benchmark's own: pages of a file another process maps
+    too (the test suite, the app) are shared, and USS would not count them."""
+    if path.parent == folder:
+        return path
+    copy = folder / path.name
+    shutil.copyfile(path, copy)
+    return copy
+
+
 # -- the child: one load, filled, measured ------------------------------------------------
 
 
@@ -106,6 +121,23 @@ def _filler(path: Path, n_tokens: int) -> str:
         llama_cpp.llama_model_free(model)
 
 
+def _started(handle: object) -> threading.Event:
+    """Set once ``handle`` samples its first token: its prompt is in the cache and its
+    sampler chain (with its candidate array) is live."""
+    from engine.requests import Started
+
+    flag = threading.Event()
+
+    def watch() -> None:
+        for event in handle.events(3600):  # type: ignore[attr-defined]
+            if isinstance(event, Started):
+                flag.set()
+        flag.set()  # ended (completed or failed) without starting: do not wait forever
+
+    threading.Thread(target=watch, daemon=True).start()
+    return flag
+
+
 def child(case: Case, path: Path) -> dict[str, object]:
     from engine.catalog import inspect_model
     from engine.hardware import take_snapshot
@@ -120,20 +152,27 @@ def child(case: Case, path: Path) -> dict[str, object]:
         context_per_conversation=case.context, parallel=case.parallel, kv_type=KvCacheType(case.kv)
     )
     plan = plan_load(inspect_model(path), take_snapshot(), request)
-    text = _filler(path, plan.params.n_ctx_seq - FILL_MARGIN)
+    text = _filler(path, plan.params.n_ctx_seq - FILL_MARGIN - DECODE_TOKENS)
     release_freed_memory()
     uss0, rss0 = _memory()
     model = Engine.load(plan, force=True).wait_ready(1800)
     loaded_uss, _ = _memory()
     start = time.perf_counter()
     handles = [
-        model.submit(ChatRequest(prompt=text, sampling=GREEDY, max_tokens=4, ignore_eos=True))
+        model.submit(ChatRequest(prompt=text, sampling=GREEDY, max_tokens=DECODE_TOKENS, ignore_eos=True))
         for _ in range(case.parallel)
     ]
-    completions = [h.wait(3600) for h in handles]
-    fill_seconds = time.perf_counter() - start
+    for flag in [_started(h) for h in handles]:
+        flag.wait(3600)
+    # Measured while every conversation decodes: the prompts fill the cache, every request's
+    # sampler chain is live. The plan is for this moment, the peak of serving.
     uss1, rss1 = _memory()
+    decoding = sum(not h.done for h in handles)
+    fill_seconds = time.perf_counter() - start
     stats = model.stats()
+    for h in handles:
+        h.cancel()
+    completions = [h.wait(3600) for h in handles]
     reported = model.reported_memory
     cpu = plan.memory[0]
     row = {
@@ -157,6 +196,7 @@ def child(case: Case, path: Path) -> dict[str, object]:
         "uss_growth": uss1 - uss0,
         "rss_growth": rss1 - rss0,
         "uss_growth_after_load": loaded_uss - uss0,
+        "decoding_when_measured": decoding,
         "cells_filled": stats.cells_used,
         "cells_total": plan.params.n_ctx,
         "prompt_tokens": [c.usage.prompt_tokens for c in completions],
@@ -253,7 +293,9 @@ def main() -> int:
     rows: list[dict[str, object]] = []
     peers: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {name: model_path(name, Path(tmp)) for name in ("tiny", "gemma", "qwen")}
+        paths = {
+            name: private_copy(model_path(name, Path(tmp)), Path(tmp)) for name in ("tiny", "gemma", "qwen")
+        }
         for case in QUICK if args.quick else CASES:
             row = run_child(case, paths[case.model])
             total = row["plan"]["total"]  # type: ignore[index]

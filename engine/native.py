@@ -119,6 +119,7 @@ def ensure_backend() -> bool:
         llama = _llama()
         if llama is None:
             return False
+        fix_malloc_threshold()
         register_dynamic_backends()
         llama.llama_backend_init()
         # Route native logs through Python logging before anything else is printed
@@ -155,6 +156,31 @@ def register_dynamic_backends() -> int:
     except (ImportError, OSError, AttributeError):
         return 0
     return count
+
+
+# glibc's mallopt parameter, and the size from which each allocation is its own mapping.
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 1024 * 1024
+
+
+def fix_malloc_threshold() -> bool:
+    """Give every allocation of 1 MiB or more its own mapping, for the life of the process.
+
+    glibc raises its mmap threshold each time a mapped block is freed, up to 32 MiB, and
+    its heap trim threshold with it: after llama.cpp frees one loader or warmup buffer,
+    buffers of that size land in the heap, and freed ones stay resident there. What a load
+    costs then depends on what was freed before it (a tiny model's growth swung by 20%
+    between 1, 4 and 8 conversations). A fixed threshold keeps llama.cpp's buffers (KV,
+    compute, output, the samplers' candidate arrays) in mappings that are returned the
+    moment they are freed, so the process holds what the plan says. Nothing that runs
+    per token allocates that much (the sampler chain keeps its candidate array). False
+    where there is no glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except (OSError, AttributeError):
+        return False
 
 
 def release_freed_memory() -> None:

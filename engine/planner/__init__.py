@@ -18,11 +18,15 @@ What llama.cpp allocates, and how it is predicted here:
 - compute: the scheduler's worst-case graph for one micro-batch. Its peak is either the
   final logits (``n_ubatch x n_vocab`` floats, which dominates for large vocabularies) or
   a transformer layer's live intermediates plus the attention masks.
-- runtime: what llama.cpp holds outside its named buffers. Mostly the vocabulary tables
-  (token texts, the text-to-id map, the piece cache, BPE merge ranks), measured with
-  vocab-only loads of Gemma 3 (262,144 tokens: 41.0 MiB) and Qwen2.5 (151,936 tokens and
-  151,387 merges: 46.0 MiB) on glibc/libstdc++ x86-64; plus a fixed 8 MiB seen on the
-  tiny models once a context is filled (threads, graph metadata, work buffers).
+- runtime: what serving holds outside llama.cpp's named buffers (``runtime_bytes``).
+  Mostly the vocabulary tables (token texts, the text-to-id map, the piece cache, BPE merge
+  ranks), measured with vocab-only loads of Gemma 3 (262,144 tokens: 41.0 MiB) and Qwen2.5
+  (151,936 tokens and 151,387 merges: 46.0 MiB) on glibc/libstdc++ x86-64; then one sampler
+  chain per conversation (n_vocab 12-byte candidates: 3 MiB each for Gemma), the KV
+  caches' cell bookkeeping and the prompts' token ids (per cell), and a fixed 5 MiB
+  (thread stacks and arenas, graph metadata). Fitted to RSS growth while every
+  conversation decodes, with glibc's mmap threshold fixed so that freed buffers never stay
+  resident (``engine.native.fix_malloc_threshold``).
 - output: the host buffer for logits, ``n_seq_max x n_vocab`` floats at creation, growing to
   ``n_outputs_max`` rows when a batch verifies drafts.
 
@@ -74,6 +78,7 @@ from engine.planner.load_plan import (
 from engine.planner.memory_estimate import (
     F32,
     REPACK_RULES,
+    RUNTIME_FIXED_BYTES,
     ComputeEstimate,
     compute_estimate,
     kv_cache_bytes_per_layer,
@@ -82,10 +87,10 @@ from engine.planner.memory_estimate import (
     output_buffer_bytes,
     projector_compute_bytes,
     repacked_bytes,
+    runtime_bytes,
     swa_cache_cells,
 )
 from engine.planner.model_shape import (
-    RUNTIME_FIXED_BYTES,
     VOCAB_BYTES_PER_MERGE,
     VOCAB_BYTES_PER_TOKEN,
     ModelShape,
@@ -154,6 +159,7 @@ __all__ = [
     "projector_compute_bytes",
     "ram_reserve",
     "repacked_bytes",
+    "runtime_bytes",
     "swa_cache_cells",
     "vram_reserve",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog import ModelInfo
-from engine.planner.load_plan import KvCacheType, LlamaParams, pad_context
+from engine.planner.load_plan import MIB, KvCacheType, LlamaParams, pad_context
 from engine.planner.model_shape import ModelShape
 
 F32 = 4
@@ -131,6 +131,32 @@ def compute_estimate(shape: ModelShape, params: LlamaParams) -> ComputeEstimate:
     logits = n_outputs * (shape.n_vocab + 2 * e) * F32
     host = 2 * n_tokens * e * F32  # token embeddings looked up on the host, copied over
     return ComputeEstimate(layers=layers, logits=logits, host_staging=host)
+
+
+# What serving holds outside llama.cpp's named buffers, besides the vocabulary tables.
+# Measured as RSS growth while every conversation decodes (benchmarks/bench_memory.py),
+# with glibc's mmap threshold fixed (engine.native.fix_malloc_threshold):
+CANDIDATE_BYTES = 12  # sizeof(llama_token_data): each sampler chain keeps n_vocab of them
+CONTEXT_BYTES_PER_VOCAB_TOKEN = 10  # the context's own vocabulary-sized arrays
+CELL_BYTES_PER_CACHE = 96  # a KV cell's position, sequence set and position-map node
+PROMPT_BYTES_PER_CELL = 72  # a cached prompt's token ids, kept by Hearth (Python ints)
+SEQUENCE_BYTES = 200 * 1024  # per conversation: its request, sampler state and bookkeeping
+RUNTIME_FIXED_BYTES = 5 * MIB  # threads' stacks and arenas, graph metadata, code paged in
+
+
+def runtime_bytes(shape: ModelShape, params: LlamaParams) -> int:
+    """Host memory outside the named buffers once every conversation decodes with a full
+    context: vocabulary tables, one sampler chain per conversation (n_vocab candidates),
+    the KV caches' cell bookkeeping and the prompts' token ids, and a fixed working set."""
+    per_sequence = CANDIDATE_BYTES * shape.n_vocab + SEQUENCE_BYTES
+    per_cell = CELL_BYTES_PER_CACHE * shape.kv_cache_count + PROMPT_BYTES_PER_CELL
+    return (
+        shape.vocab_table_bytes
+        + CONTEXT_BYTES_PER_VOCAB_TOKEN * shape.n_vocab
+        + params.n_seq_max * per_sequence
+        + params.n_ctx * per_cell
+        + RUNTIME_FIXED_BYTES
+    )
 
 
 def output_buffer_bytes(shape: ModelShape, params: LlamaParams) -> int:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.catalog import ModelInfo
-from engine.planner.load_plan import MIB, InvalidLoadRequest
+from engine.planner.load_plan import InvalidLoadRequest
 
 # llama.cpp's memory outside its named buffers (see engine.planner's docstring).
 VOCAB_BYTES_PER_TOKEN = 164
 VOCAB_BYTES_PER_MERGE = 154
-RUNTIME_FIXED_BYTES = 8 * MIB
 
 
 # Sliding-window layer patterns llama.cpp hard-codes per architecture (models/*.cpp
@@ -49,11 +48,15 @@ class ModelShape:
     n_merges: int = 0
 
     @property
-    def runtime_bytes(self) -> int:
-        """Vocabulary tables and the fixed working set llama.cpp keeps on the host."""
-        return (
-            self.n_vocab * VOCAB_BYTES_PER_TOKEN + self.n_merges * VOCAB_BYTES_PER_MERGE + RUNTIME_FIXED_BYTES
-        )
+    def vocab_table_bytes(self) -> int:
+        """The vocabulary tables llama.cpp keeps on the host (token texts, the text-to-id
+        map, the piece cache, BPE merge ranks)."""
+        return self.n_vocab * VOCAB_BYTES_PER_TOKEN + self.n_merges * VOCAB_BYTES_PER_MERGE
+
+    @property
+    def kv_cache_count(self) -> int:
+        """KV caches llama.cpp keeps: a second one for sliding-window layers."""
+        return 2 if self.has_swa and not all(self.swa_layers) else 1
 
     @property
     def has_swa(self) -> bool:

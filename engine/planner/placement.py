@@ -13,6 +13,7 @@ from engine.planner.memory_estimate import (
     output_buffer_bytes,
     projector_compute_bytes,
     repacked_bytes,
+    runtime_bytes,
 )
 from engine.planner.model_shape import ModelShape
 
@@ -107,7 +108,7 @@ def _model_tallies(
         return cpu if dev < 0 else gpu[dev]
 
     cpu.weights += shape.embedding_bytes
-    cpu.runtime += shape.runtime_bytes
+    cpu.runtime += runtime_bytes(shape, params)
     for il, nbytes in enumerate(shape.block_bytes):
         on(devices[il]).weights += nbytes
     out_dev = devices[-1]

@@ -38,6 +38,7 @@ from engine.planner import (
     swa_cache_cells,
     vram_reserve,
 )
+from engine.planner.memory_estimate import CELL_BYTES_PER_CACHE, PROMPT_BYTES_PER_CELL, SEQUENCE_BYTES
 from engine.planner.placement import Tally
 from engine.speculative import MAX_DRAFT_LIMIT
 
@@ -735,11 +736,23 @@ def test_a_plan_within_ten_percent_of_free_memory_is_tight_and_offers_headroom()
 def test_runtime_counts_the_vocabulary_tables_llama_cpp_keeps() -> None:
     """Measured with vocab-only loads: Gemma 3's 262,144 tokens take 41.0 MiB, Qwen2.5's
     151,936 tokens and 151,387 merges 46.0 MiB."""
-    gemma = replace(make_info(vocab=262144), merges_count=0)
-    qwen = replace(make_info(vocab=151936), merges_count=151387)
-    fixed = RUNTIME_FIXED_BYTES
-    assert plan(gemma).memory[0].runtime - fixed == pytest.approx(41.0 * MIB, rel=0.03)
-    assert plan(qwen).memory[0].runtime - fixed == pytest.approx(46.0 * MIB, rel=0.03)
+    gemma = model_shape(replace(make_info(vocab=262144), merges_count=0))
+    qwen = model_shape(replace(make_info(vocab=151936), merges_count=151387))
+    assert gemma.vocab_table_bytes == pytest.approx(41.0 * MIB, rel=0.03)
+    assert qwen.vocab_table_bytes == pytest.approx(46.0 * MIB, rel=0.03)
+
+
+def test_runtime_grows_with_conversations_and_context() -> None:
+    """Each conversation decodes with its own sampler chain (n_vocab candidates of 12 bytes);
+    each KV cell has its bookkeeping in every cache; the rest is fixed."""
+    info = replace(make_info(vocab=262144), merges_count=0)
+    one = plan(info, context_per_conversation=4096, parallel=1).memory[0].runtime
+    four = plan(info, context_per_conversation=1024, parallel=4).memory[0].runtime
+    assert four - one == 3 * (12 * 262144 + SEQUENCE_BYTES)  # same cells, three more chains
+    longer = plan(info, context_per_conversation=8192, parallel=1).memory[0].runtime
+    assert longer - one == 4096 * (CELL_BYTES_PER_CACHE + PROMPT_BYTES_PER_CELL)
+    shape = model_shape(info)
+    assert one > shape.vocab_table_bytes + RUNTIME_FIXED_BYTES
 
 
 def test_a_device_total_adds_up_every_memory_part() -> None:
