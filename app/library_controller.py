@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import Library, LibraryEntry, ModelInfo
+from engine import Library, LibraryEntry, ModelInfo, plural
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,11 @@ class LibraryCounts:
     models: int
     projectors: int
     invalid: int
+
+    def describe(self) -> str:
+        """The status line: "1 model · 2 projectors · 1 unusable"."""
+        text = f"{plural(self.models, 'model')} · {plural(self.projectors, 'projector')}"
+        return text + (f" · {self.invalid:,} unusable" if self.invalid else "")
 
 
 class LibraryController(QObject):
