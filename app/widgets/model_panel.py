@@ -478,9 +478,10 @@ class ModelPanel(QWidget):
     def _set_plan(self, plan: LoadPlan | None) -> None:
         self._plan = plan
         while self.suggestions_layout.count():
-            item = self.suggestions_layout.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
+            widget = self.suggestions_layout.takeAt(0).widget()
+            if widget is not None:
+                widget.hide()  # until the event loop deletes it
+                widget.deleteLater()
         self._show_session()
         if plan is None:
             self.verdict_label.clear()
