@@ -44,6 +44,7 @@ class LibraryController(QObject):
         self._default_folders = tuple(default_folders)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-library")
         self._pending = 0
+        self._shut_down = False
         self._entries: tuple[LibraryEntry, ...] = self.library.entries
         self._job_done.connect(self._on_job_done)
 
@@ -93,6 +94,7 @@ class LibraryController(QObject):
         self._pool.submit(lambda: None).result(timeout)
 
     def shutdown(self) -> None:
+        self._shut_down = True
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self, job: Callable[[], object], select: Path | None = None) -> None:
@@ -110,6 +112,9 @@ class LibraryController(QObject):
         self._pool.submit(work)
 
     def _on_job_done(self, entries: tuple[LibraryEntry, ...], select: Path | None) -> None:
+        if self._shut_down:
+            # A scan that ended as the window closed: its listeners (the store) may be gone.
+            return
         self._pending -= 1
         self._entries = entries
         self.entries_changed.emit(entries)

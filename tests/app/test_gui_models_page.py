@@ -377,12 +377,12 @@ def test_file_dialogs_open_where_models_were_last_added(
     window.close()
 
     again = open_window(qtbot, app_paths, hardware)
-    dialogs.answer = str(tmp_path)
+    dialogs.answer = str(elsewhere.parent)
     again.add_folder_action.trigger()
     dialogs.answer = []
     again.add_files_action.trigger()
-    assert dialogs.opened_in[-2:] == [str(elsewhere), str(tmp_path)]
-    again.close()
+    assert dialogs.opened_in[-2:] == [str(elsewhere), str(elsewhere.parent)]
+    again.close()  # while the folder is still being scanned: its result must not land in a closed window
 
 
 def test_a_remembered_folder_that_is_gone_falls_back_to_the_models_folder(tmp_path: Path) -> None:
