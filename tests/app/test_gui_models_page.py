@@ -20,6 +20,7 @@ from app.recent_folder import RecentFolder
 from app.widgets.badge_delegate import BADGE_ROLE
 from app.widgets.library_panel import PATH_ROLE
 from app.widgets.model_panel import ModelPanel
+from app.widgets.nav_rail import Page
 from engine.catalog import inspect_model
 from engine.hardware import HardwareSnapshot
 from engine.tiny_models import TinyProjectorSpec, TinyTextSpec, write_tiny_projector, write_tiny_text_model
@@ -41,7 +42,9 @@ def library_item(window: MainWindow, path: Path):
 
 
 def select(qtbot, window: MainWindow, path: Path) -> None:
-    """Click ``path`` in the library, as a user would, and wait for the model page to show it."""
+    """Open the Models page and click ``path`` in the library, as a user would; wait for
+    the model panel to show it."""
+    window.show_page(Page.MODELS)
     window.library_panel.select_path(path)
     qtbot.waitUntil(lambda: window.model_panel.subtitle.text() == str(path), timeout=WAIT)
 
@@ -320,14 +323,14 @@ def test_long_names_are_elided_in_the_middle_and_a_narrow_list_keeps_the_name(
     tree = window.library_panel.tree
     assert tree.textElideMode() == Qt.TextElideMode.ElideMiddle
     assert library_item(window, model).toolTip().splitlines()[0] == name
-    window.sidebar.setCurrentIndex(1)
+    window.show_page(Page.MODELS)
 
     def columns_shown() -> list[bool]:
         return [not tree.isColumnHidden(c) for c in range(4)]
 
-    window.splitter.setSizes([700, 620])
+    window.models_page.setSizes([700, 620])
     qtbot.waitUntil(lambda: columns_shown() == [True] * 4, timeout=WAIT)
-    window.splitter.setSizes([240, 1080])
+    window.models_page.setSizes([240, 1080])
     qtbot.waitUntil(lambda: columns_shown() == [True, False, False, False], timeout=WAIT)
     assert tree.columnWidth(0) >= tree.viewport().width() - 1, "the name takes the room the others left"
     tip = library_item(window, model).toolTip()
