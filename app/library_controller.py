@@ -10,7 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import Library, LibraryEntry, ModelInfo
+from engine import Library, LibraryEntry, ModelInfo, plural
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,11 @@ class LibraryCounts:
     models: int
     projectors: int
     invalid: int
+
+    def describe(self) -> str:
+        """The status line: "1 model · 2 projectors · 1 unusable"."""
+        text = f"{plural(self.models, 'model')} · {plural(self.projectors, 'projector')}"
+        return text + (f" · {self.invalid:,} unusable" if self.invalid else "")
 
 
 class LibraryController(QObject):
@@ -39,6 +44,7 @@ class LibraryController(QObject):
         self._default_folders = tuple(default_folders)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-library")
         self._pending = 0
+        self._shut_down = False
         self._entries: tuple[LibraryEntry, ...] = self.library.entries
         self._job_done.connect(self._on_job_done)
 
@@ -88,6 +94,7 @@ class LibraryController(QObject):
         self._pool.submit(lambda: None).result(timeout)
 
     def shutdown(self) -> None:
+        self._shut_down = True
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self, job: Callable[[], object], select: Path | None = None) -> None:
@@ -105,6 +112,9 @@ class LibraryController(QObject):
         self._pool.submit(work)
 
     def _on_job_done(self, entries: tuple[LibraryEntry, ...], select: Path | None) -> None:
+        if self._shut_down:
+            # A scan that ended as the window closed: its listeners (the store) may be gone.
+            return
         self._pending -= 1
         self._entries = entries
         self.entries_changed.emit(entries)

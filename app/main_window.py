@@ -33,6 +33,7 @@ from app.load_settings import request_from_dict, request_to_dict, settings_key
 from app.model_session import ModelSession, SessionState
 from app.models_page import ModelsPage
 from app.paths import AppPaths
+from app.recent_folder import RecentFolder
 from app.store import Store
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
@@ -87,6 +88,7 @@ class MainWindow(QMainWindow):
         self.store = Store(paths.database_file)
         self.session = ModelSession(self)
         self.library = LibraryController(paths.library_file, default_folders=(paths.models_dir,), parent=self)
+        self.recent_folder = RecentFolder(self.store, paths.models_dir)
 
         self.library_panel = LibraryPanel(self.library)
         self.hardware_panel = HardwarePanel()
@@ -294,13 +296,17 @@ class MainWindow(QMainWindow):
     # -- models ------------------------------------------------------------------------
 
     def choose_files(self) -> None:
-        files, _ = QFileDialog.getOpenFileNames(self, "Add models", str(Path.home()), "GGUF models (*.gguf)")
+        start = str(self.recent_folder.get())
+        files, _ = QFileDialog.getOpenFileNames(self, "Add models", start, "GGUF models (*.gguf)")
         if files:
+            self.recent_folder.remember(Path(files[0]).parent)
             self.library.add_paths([Path(f) for f in files])
 
     def choose_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Add a folder of models", str(Path.home()))
+        start = str(self.recent_folder.get())
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder of models", start)
         if folder:
+            self.recent_folder.remember(Path(folder))
             self.library.add_paths([Path(folder)])
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -324,7 +330,6 @@ class MainWindow(QMainWindow):
                 f"Replaced the model while {self.chat.streaming} reply(s) were generating."
             )
         self.store.set_setting(settings_key(plan.model.path), request_to_dict(plan.request, speculation))
-        self.model_panel.set_loading(True, f"Loading {plan.model.display_name}…")
         self.session.load(plan, speculation)
         if self.dashboard is not None:
             self.dashboard.set_model(self.session.model)  # measures the load's memory growth
@@ -392,10 +397,7 @@ class MainWindow(QMainWindow):
             self.show_page(Page.MODELS)
         elif self.library_panel.selected_entry() is None:
             self.library_panel.select_first()
-        self.status_label.setText(
-            f"{counts.models} models · {counts.projectors} projectors"
-            + (f" · {counts.invalid} unusable" if counts.invalid else "")
-        )
+        self.status_label.setText(counts.describe())
 
     def _on_busy(self, busy: bool) -> None:
         if busy:
@@ -406,8 +408,7 @@ class MainWindow(QMainWindow):
     def _on_session_state(self, state: SessionState) -> None:
         plan = self.session.plan
         self.badge.show_state(state, plan, self.session.speculation)
-        if state is not SessionState.LOADING:
-            self.model_panel.set_loading(False, self.model_panel.load_status.text())
+        self.model_panel.set_session(plan, state)
         self._show_answering_model()
 
     def _show_answering_model(self) -> None:
@@ -444,7 +445,6 @@ class MainWindow(QMainWindow):
         self.status_label.setText(error.message)
 
     def _on_model_ready(self, model) -> None:  # model: engine.loaded_model.LoadedModel
-        self.model_panel.set_loading(False, f"Loaded. {model.plan.model.display_name} is ready to chat.")
         self.message_view.set_assistant_name(model.plan.model.display_name)
         self.status_label.setText(f"{model.plan.model.display_name} is ready.")
         if self.dashboard is not None:

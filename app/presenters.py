@@ -2,7 +2,51 @@
 
 from __future__ import annotations
 
+import re
+
 from engine import ModelInfo, format_bytes, format_count
+
+BASE_MODEL_BADGE = "Base model: continues text, does not chat"
+BASE_MODEL_TIP = (
+    "This file has no chat template: the model was trained to continue text, not to answer "
+    "questions. In a chat it will ramble on from your message. To chat, choose an instruct or "
+    "chat version of the model."
+)
+PARAMETERS_TIP = (
+    "Counted from the weights in the file. A size label (general.size_label, usually taken from "
+    "the model's name) is the publisher's round figure and often leaves out the embedding tables."
+)
+FACT_TIPS = {"Parameters": PARAMETERS_TIP, "Chat template": BASE_MODEL_TIP}
+"""Tooltips for the facts that need one, by row label (shown only where the row says so)."""
+
+_LABEL = re.compile(r"^(\d+(?:\.\d+)?)([KMBT])$", re.IGNORECASE)
+_SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+# A label within this fraction of the count is the same number rounded: not worth a mention.
+_LABEL_TOLERANCE = 0.05
+
+
+def parameters_text(info: ModelInfo) -> str:
+    """The parameter count, with the size label beside it only when the two disagree:
+    "1.8B (labelled 1.5B)", but "268.1M" for a file labelled 270M."""
+    count = format_count(info.parameter_count)
+    label = (info.size_label or "").strip()
+    match = _LABEL.match(label)
+    if not label or info.parameter_count <= 0:
+        return count
+    if match is not None:
+        labelled = float(match[1]) * _SCALE[match[2].upper()]
+        if abs(labelled - info.parameter_count) <= _LABEL_TOLERANCE * info.parameter_count:
+            return count
+    return f"{count} (labelled {label})"
+
+
+def elide_middle(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with "…" in the middle, both ends kept."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
 def _opt(value: object) -> str:
@@ -16,8 +60,7 @@ def model_facts(info: ModelInfo) -> list[tuple[str, str]]:
         ("File", str(info.path)),
         ("Kind", "vision projector (mmproj)" if info.is_projector else "language model"),
         ("Architecture", info.architecture),
-        ("Size", _opt(info.size_label)),
-        ("Parameters", format_count(info.parameter_count)),
+        ("Parameters", parameters_text(info)),
         ("Quantization", info.file_type),
         ("File size", format_bytes(info.file_size)),
     ]
@@ -41,6 +84,6 @@ def model_facts(info: ModelInfo) -> list[tuple[str, str]]:
         ("Sliding window", _opt(info.sliding_window)),
         ("Vocabulary", format_count(info.vocab_size) if info.vocab_size else "—"),
         ("BOS / EOS", f"{_opt(info.bos_token_id)} / {_opt(info.eos_token_id)}"),
-        ("Chat template", "yes" if info.has_chat_template else "no (built-in format is used)"),
+        ("Chat template", "yes" if info.has_chat_template else "no: a base model (built-in format is used)"),
     ]
     return rows

@@ -78,6 +78,7 @@ _EXPORTS = {
     "write_tiny_text_model": "engine.tiny_models",
     "format_bytes": "engine.units",
     "format_count": "engine.units",
+    "plural": "engine.units",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -35,3 +35,8 @@ def format_count(n: float) -> str:
         if round(value, 1) < 1000 or i == len(_COUNT_UNITS) - 1:
             return f"{sign}{value:.1f}{unit}"
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def plural(n: int, word: str, plural_word: str | None = None) -> str:
+    """``1 model``, ``2 models``, ``0 models``; ``plural_word`` for irregular nouns."""
+    return f"{n:,} {word if n == 1 else plural_word or word + 's'}"

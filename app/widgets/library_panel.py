@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QKeySequence, QStandardItem, QStandardItemModel
+from PySide6.QtGui import (
+    QAction,
+    QBrush,
+    QColor,
+    QKeySequence,
+    QResizeEvent,
+    QStandardItem,
+    QStandardItemModel,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -19,12 +27,44 @@ from PySide6.QtWidgets import (
 )
 
 from app.library_controller import LibraryController
-from engine import LibraryEntry, format_bytes
+from app.presenters import BASE_MODEL_BADGE
+from app.widgets.badge_delegate import BADGE_ROLE, BadgeDelegate
+from engine import LibraryEntry, format_bytes, format_count
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1
 PATH_ROLE = Qt.ItemDataRole.UserRole + 2
 COLUMNS = ("Model", "Size", "Quant", "On disk")
+COLUMN_TIPS = {
+    "Size": "The size label in the file (usually from the model's name); the model page also shows "
+    "the parameters counted in the weights",
+    "Quant": "How the weights are stored (quantization)",
+    "On disk": "Bytes on disk, every part of a split model together",
+}
+# Which columns give way first when the list is narrow; the name stays.
+COLUMNS_BY_PRIORITY = (1, 2, 3)
+NAME_MIN_WIDTH = 220
+BASE_TAG = "base model"
+VISION_TAG = "vision projector"
 INVALID_COLOR = QColor("#d62728")
+
+
+class LibraryTree(QTreeView):
+    """The name column stretches; the other columns are hidden, least useful last, when
+    the view is too narrow to show them beside a readable name."""
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self.fit_columns()
+
+    def fit_columns(self) -> None:
+        header = self.header()
+        room = self.viewport().width() - NAME_MIN_WIDTH
+        for column in COLUMNS_BY_PRIORITY:
+            need = max(self.sizeHintForColumn(column), header.sectionSizeHint(column))
+            fits = room >= need
+            self.setColumnHidden(column, not fits)
+            if fits:
+                room -= need
 
 
 class LibraryPanel(QWidget):
@@ -47,8 +87,13 @@ class LibraryPanel(QWidget):
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.proxy.setRecursiveFilteringEnabled(True)
         self.proxy.setFilterKeyColumn(-1)
-        self.tree = QTreeView()
+        for column, title in enumerate(COLUMNS):
+            if title in COLUMN_TIPS:
+                self.model.horizontalHeaderItem(column).setToolTip(COLUMN_TIPS[title])
+        self.tree = LibraryTree()
         self.tree.setModel(self.proxy)
+        self.tree.setItemDelegateForColumn(0, BadgeDelegate(self.tree))
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.tree.setRootIsDecorated(True)
         self.tree.setUniformRowHeights(True)
         self.tree.setAlternatingRowColors(True)
@@ -112,6 +157,7 @@ class LibraryPanel(QWidget):
                     row[0].appendRow(self._row(projector, child=True))
             self.model.appendRow(row)
         self.tree.expandAll()
+        self.tree.fit_columns()
         self.empty_label.setVisible(not entries)
         self.tree.setVisible(bool(entries))
         if selected is not None:
@@ -127,16 +173,23 @@ class LibraryPanel(QWidget):
             name.setToolTip(f"Hearth cannot use this file: {entry.error}\n{entry.path}")
         else:
             label = entry.display_name
-            if entry.is_projector:
-                label = ("vision projector: " if child else "vision projector (no matching model): ") + label
+            if entry.is_projector and not child:
+                label = "vision projector (no matching model): " + label
             name = QStandardItem(label)
-            name.setToolTip(str(entry.path))
-            cells = [
-                name,
-                QStandardItem(info.size_label or ""),
-                QStandardItem(info.file_type),
-                QStandardItem(format_bytes(entry.size or info.file_size)),
-            ]
+            on_disk = format_bytes(entry.size or info.file_size)
+            counted = f"{format_count(info.parameter_count)} parameters"
+            tip = [label]
+            if info.is_base_model:
+                name.setData(BASE_TAG, BADGE_ROLE)
+                tip.append(BASE_MODEL_BADGE)
+            elif child:
+                name.setData(VISION_TAG, BADGE_ROLE)
+                tip.append("Vision projector: lets this model see images (chosen on the model page)")
+            tip += [f"{counted} · {info.file_type} · {on_disk} on disk", str(entry.path)]
+            name.setToolTip("\n".join(tip))
+            size = QStandardItem(info.size_label or "")
+            size.setToolTip(f"Labelled {info.size_label}; {counted} in the weights")
+            cells = [name, size, QStandardItem(info.file_type), QStandardItem(on_disk)]
         for cell in cells:
             cell.setData(entry, ENTRY_ROLE)
             cell.setData(str(entry.path), PATH_ROLE)

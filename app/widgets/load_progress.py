@@ -32,9 +32,12 @@ class LoadProgress(QWidget):
 
     def set_phases(self, phases: tuple[LoadPhase, ...]) -> None:
         while self._grid.count():
-            item = self._grid.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
+            widget = self._grid.takeAt(0).widget()
+            if widget is not None:
+                # Deleted only once the event loop runs: hidden now, or the last load's
+                # rows would show through this one's.
+                widget.hide()
+                widget.deleteLater()
         self._rows.clear()
         self._started.clear()
         for row, phase in enumerate(phases):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
@@ -17,10 +19,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.presenters import model_facts
+from app.model_session import SessionState
+from app.presenters import BASE_MODEL_BADGE, BASE_MODEL_TIP, FACT_TIPS, elide_middle, model_facts
+from app.widgets.context_spin import ContextSpinBox
 from app.widgets.load_progress import LoadProgress
 from app.widgets.memory_bar import MemoryBar
 from engine import (
+    DEFAULT_CONTEXT_PER_CONVERSATION,
     DEFAULT_MAX_DRAFT,
     EngineError,
     HardwareSnapshot,
@@ -42,6 +47,12 @@ VERDICT_COLORS = {
     Verdict.DOES_NOT_FIT: "#d62728",
 }
 AUTO_GPU_LAYERS = -1
+MAX_CONTEXT = 262144  # for a model whose header does not say its training context
+ERROR_STYLE = "color: #d62728;"
+NOTE_STYLE = "color: palette(mid);"
+WARNING_STYLE = "color: #b36b00;"
+BADGE_STYLE = "background: #f6e3b4; color: #6b4a00; border-radius: 9px; padding: 2px 10px;"
+NAME_IN_BUTTON = 32  # characters of another model's name on the Load button
 WELCOME = (
     "Hearth runs GGUF language models on this computer, offline.\n\n"
     "Add one by dropping .gguf files or whole folders anywhere on this window, or with "
@@ -66,6 +77,17 @@ class ModelPanel(QWidget):
         self._hardware: HardwareSnapshot | None = None
         self._plan: LoadPlan | None = None
         self._updating = False
+        # Each model's settings as last seen on this page, so one model's edits never
+        # leak into another's (the store keeps only what a model was loaded with).
+        self._requests: dict[Path, LoadRequest] = {}
+        # The loaded (or loading) model, and whose load the progress rows show.
+        self._session: ModelInfo | None = None
+        self._session_state = SessionState.EMPTY
+        self._progress_path: Path | None = None
+        # A load error belongs to the model that failed (None: to none in particular).
+        self._error = ""
+        self._error_path: Path | None = None
+        self._native_error: str | None = None
 
         self.title = QLabel("Select a model")
         self.title.setObjectName("modelTitle")
@@ -77,6 +99,11 @@ class ModelPanel(QWidget):
         self.subtitle = QLabel(WELCOME)
         self.subtitle.setWordWrap(True)
         self.subtitle.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.base_badge = QLabel(BASE_MODEL_BADGE)
+        self.base_badge.setObjectName("baseModelBadge")
+        self.base_badge.setStyleSheet(BADGE_STYLE)
+        self.base_badge.setToolTip(BASE_MODEL_TIP)
+        self.base_badge.setVisible(False)
 
         self.facts_box = QGroupBox("Model")
         self.facts_form = QFormLayout(self.facts_box)
@@ -85,12 +112,21 @@ class ModelPanel(QWidget):
         self.plan_box = QGroupBox("Load plan for this machine")
         plan_layout = QVBoxLayout(self.plan_box)
         controls = QFormLayout()
-        self.ctx_spin = QSpinBox()
-        self.ctx_spin.setRange(256, 262144)
+        self.ctx_spin = ContextSpinBox()
+        self.ctx_spin.setRange(256, MAX_CONTEXT)
         self.ctx_spin.setSingleStep(1024)
-        self.ctx_spin.setValue(4096)
+        self.ctx_spin.setValue(DEFAULT_CONTEXT_PER_CONVERSATION)
         self.ctx_spin.setSuffix(" tokens")
         self.ctx_spin.setAccelerated(True)
+        self.ctx_hint = QLabel()
+        self.ctx_hint.setObjectName("contextHint")
+        self.ctx_hint.setWordWrap(True)
+        ctx_field = QWidget()
+        ctx_layout = QVBoxLayout(ctx_field)
+        ctx_layout.setContentsMargins(0, 0, 0, 0)
+        ctx_layout.setSpacing(2)
+        ctx_layout.addWidget(self.ctx_spin)
+        ctx_layout.addWidget(self.ctx_hint)
         self.parallel_spin = QSpinBox()
         self.parallel_spin.setRange(1, 64)
         self.parallel_spin.setValue(1)
@@ -107,7 +143,7 @@ class ModelPanel(QWidget):
             "Speculative decoding: faster replies, same text. Prompt lookup is free and shines when "
             "the reply repeats the conversation; a draft model is a smaller model with the same vocabulary."
         )
-        controls.addRow("Context per conversation", self.ctx_spin)
+        controls.addRow("Context per conversation", ctx_field)
         controls.addRow("Parallel conversations", self.parallel_spin)
         controls.addRow("GPU layers", self.gpu_spin)
         controls.addRow("KV cache type", self.kv_combo)
@@ -155,6 +191,7 @@ class ModelPanel(QWidget):
         body = QWidget()
         body_layout = QVBoxLayout(body)
         body_layout.addWidget(self.title)
+        body_layout.addWidget(self.base_badge, 0, Qt.AlignmentFlag.AlignLeft)
         body_layout.addWidget(self.subtitle)
         body_layout.addWidget(self.plan_box)
         body_layout.addWidget(self.facts_box)
@@ -172,6 +209,8 @@ class ModelPanel(QWidget):
         self.kv_combo.currentIndexChanged.connect(self._replan)
         self.projector_combo.currentIndexChanged.connect(self._replan)
         self.speculation_combo.currentIndexChanged.connect(self._replan)
+        self.ctx_spin.clamped.connect(self._context_clamped)
+        self.ctx_spin.valueChanged.connect(self._context_changed)
         self.load_button.clicked.connect(self._request_load)
         self.cancel_button.clicked.connect(self.cancel_requested)
         self._show_nothing()
@@ -180,6 +219,7 @@ class ModelPanel(QWidget):
 
     def set_hardware(self, hardware: HardwareSnapshot) -> None:
         self._hardware = hardware
+        self._native_error = hardware.native_error
         self.gpu_spin.setEnabled(hardware.has_usable_gpu)
         self.gpu_spin.setToolTip(
             "Layers to put on the GPU; auto puts as many as fit."
@@ -187,6 +227,7 @@ class ModelPanel(QWidget):
             else (hardware.offload_note or "No usable GPU: every layer runs on the CPU.")
         )
         self._replan()
+        self._show_session()
 
     def show_model(
         self,
@@ -195,8 +236,10 @@ class ModelPanel(QWidget):
         drafts: tuple[ModelInfo, ...] = (),
         remembered: LoadRequest | None = None,
     ) -> None:
-        """Show ``info``; ``drafts`` are library models usable as its draft model;
+        """Show ``info``; ``projectors`` are the library's pairings, best first (the first
+        is the default); ``drafts`` library models usable as its draft model;
         ``remembered`` the settings it was last loaded with."""
+        self._leave_page(info.path if info is not None else None)
         self._info = info
         self._projectors = projectors
         if info is None:
@@ -204,12 +247,11 @@ class ModelPanel(QWidget):
             return
         self.title.setText(info.display_name)
         self.subtitle.setText(str(info.path))
+        self.base_badge.setVisible(info.is_base_model)
         self._fill_facts(info)
         self._updating = True
         try:
-            limit = info.context_length or 262144
-            self.ctx_spin.setMaximum(max(256, limit))
-            self.ctx_spin.setValue(min(4096, limit))
+            self.ctx_spin.setMaximum(max(256, info.context_length or MAX_CONTEXT))
             self.gpu_spin.setMaximum((info.block_count or 0) + 1)
             self.projector_combo.clear()
             self.projector_combo.addItem("none", None)
@@ -223,16 +265,18 @@ class ModelPanel(QWidget):
                 self.speculation_combo.addItem(f"Draft model: {draft.display_name}", draft)
         finally:
             self._updating = False
+        self._show_context_limit()
         self.plan_box.setVisible(not info.is_projector)
-        if remembered is not None:
-            self.apply_request(remembered)
-        else:
-            self._replan()
+        request = self._requests.get(info.path) or remembered or self._default_request(info, projectors)
+        self.apply_request(request)
+        self._show_session()
 
     def show_invalid(self, path: str, reason: str) -> None:
+        self._leave_page(Path(path))
         self._info = None
         self.title.setText(path.rsplit("/", 1)[-1])
         self.subtitle.setText(f"Hearth cannot use this file: {reason}")
+        self.base_badge.setVisible(False)
         self._clear_facts()
         self.plan_box.setVisible(False)
         self._set_plan(None)
@@ -258,37 +302,45 @@ class ModelPanel(QWidget):
             return SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=choice.path)
         return None
 
-    def set_loading(self, loading: bool, status: str = "") -> None:
-        """Between Load and ready/failed: the button becomes Cancel, phases show."""
-        self.load_button.setEnabled(not loading)
-        self.cancel_button.setVisible(loading)
-        self.load_status.setStyleSheet("")
-        self.load_status.setText(status)
-        if loading and self._plan is not None:
-            self.load_progress.set_phases(self._plan.phases)
-            self.load_progress.setVisible(True)
+    def set_session(self, plan: LoadPlan | None, state: SessionState) -> None:
+        """What the app has loaded: ``plan`` is the model loading or ready (None when
+        empty or failed). Only that model's page shows its status and load phases."""
+        if state is SessionState.LOADING and plan is not None and self._session_state is not state:
+            self._error, self._error_path = "", None
+            self._progress_path = plan.model.path
+            self.load_progress.set_phases(plan.phases)
+        elif state is SessionState.EMPTY:
+            self._progress_path = None
+        self._session = plan.model if plan is not None and state is not SessionState.FAILED else None
+        self._session_state = state
+        self._show_session()
 
     def show_load_error(self, message: str) -> None:
-        self.set_loading(False)
-        self.load_progress.mark_failed()
-        self.load_status.setStyleSheet("color: #d62728;")
-        self.load_status.setText(message)
+        """A load failed (or cannot work at all): said on the failed model's page until a
+        load starts or the user moves on to another model."""
+        failed = self._session_state is SessionState.FAILED
+        self._error = message
+        self._error_path = self._progress_path if failed else None
+        if failed:
+            self.load_progress.mark_failed()
+        self._show_session()
 
     def _request_load(self) -> None:
         if self._plan is not None:
             self.load_requested.emit(self._plan, self.current_speculation())
 
     def apply_request(self, request: LoadRequest) -> None:
-        """Set every control from a request (one-click fixes), then plan once."""
+        """Set every control from a request (one-click fixes, remembered settings), then plan once."""
         self._updating = True
         try:
             self.ctx_spin.setValue(request.context_per_conversation)
             self.parallel_spin.setValue(request.parallel)
             self.gpu_spin.setValue(AUTO_GPU_LAYERS if request.gpu_layers is None else request.gpu_layers)
             self.kv_combo.setCurrentIndex(self.kv_combo.findData(request.kv_type))
-            if request.projector is not None:
-                index = self.projector_combo.findText(request.projector.path.name)
-                self.projector_combo.setCurrentIndex(max(0, index))
+            projector = request.projector
+            index = self.projector_combo.findText(projector.path.name) if projector is not None else 0
+            self.projector_combo.setCurrentIndex(max(0, index))
+            self.speculation_combo.setCurrentIndex(self._speculation_index(request))
         finally:
             self._updating = False
         self._replan()
@@ -298,9 +350,94 @@ class ModelPanel(QWidget):
 
     # -- internals ----------------------------------------------------------------
 
+    @staticmethod
+    def _default_request(info: ModelInfo, projectors: tuple[ModelInfo, ...]) -> LoadRequest:
+        """What a model not seen before starts with: the library's best projector, if any."""
+        context = min(DEFAULT_CONTEXT_PER_CONVERSATION, info.context_length or MAX_CONTEXT)
+        return LoadRequest(context_per_conversation=context, projector=projectors[0] if projectors else None)
+
+    def _speculation_index(self, request: LoadRequest) -> int:
+        if request.draft is not None:
+            for index in range(self.speculation_combo.count()):
+                data = self.speculation_combo.itemData(index)
+                if isinstance(data, ModelInfo) and data.path == request.draft.path:
+                    return index
+        elif request.max_draft:
+            return max(0, self.speculation_combo.findData("lookup"))
+        return 0
+
+    def _leave_page(self, new_path: Path | None) -> None:
+        """A load error stays with the page it was shown on: leaving that page ends it."""
+        shown = self._info.path if self._info is not None else None
+        if new_path == shown or not self._error:
+            return
+        if self._error_path is None or self._error_path == shown:
+            if self._error_path is not None and self._session_state is SessionState.FAILED:
+                self._progress_path = None  # its rows say "failed": part of the same message
+            self._error, self._error_path = "", None
+
+    def _show_session(self) -> None:
+        """Status line, progress rows and buttons for the model on this page."""
+        shown = self._info.path if self._info is not None else None
+        session = self._session
+        loading = self._session_state is SessionState.LOADING
+        here = session is not None and session.path == shown
+        elsewhere = session is not None and not here
+        error = self._error if self._error and self._error_path in (None, shown) else ""
+        if error:
+            status, style = error, ERROR_STYLE
+        elif here and session is not None:
+            name = session.display_name
+            status = f"Loading {name}…" if loading else f"Loaded. {name} is ready to chat."
+            style = ""
+        elif self._native_error:
+            status, style = self._native_error, ERROR_STYLE
+        else:
+            status, style = "", ""
+        self.load_status.setText(status)
+        self.load_status.setStyleSheet(style)
+        self.load_progress.setVisible(shown is not None and self._progress_path == shown)
+
+        fits = self._plan is not None and self._plan.fits
+        self.load_button.setEnabled(fits and not loading)
+        self.cancel_button.setVisible(loading)
+        if elsewhere and session is not None:
+            other = session.display_name
+            self.load_button.setText(f"Load (replaces {elide_middle(other, NAME_IN_BUTTON)})")
+            self.load_button.setToolTip(
+                f"{other} is loading: wait for it or cancel it first."
+                if loading
+                else f"Unloads {other} and loads this model in its place."
+            )
+            self.cancel_button.setText(f"Cancel loading {elide_middle(other, NAME_IN_BUTTON)}")
+        else:
+            reload = here and self._session_state is SessionState.READY
+            self.load_button.setText("Reload with these settings" if reload else "Load model")
+            self.load_button.setToolTip("")
+            self.cancel_button.setText("Cancel loading")
+
+    def _show_context_limit(self, typed: int | None = None) -> None:
+        info = self._info
+        maximum = self.ctx_spin.maximum()
+        why = " (the model's training context)" if info is not None and info.context_length else ""
+        if typed is None:
+            self.ctx_hint.setText(f"Maximum {maximum:,}{why}")
+            self.ctx_hint.setStyleSheet(NOTE_STYLE)
+        else:
+            self.ctx_hint.setText(f"{typed:,} is more than the maximum: set to {maximum:,}{why}.")
+            self.ctx_hint.setStyleSheet(WARNING_STYLE)
+
+    def _context_clamped(self, typed: int) -> None:
+        self._show_context_limit(typed)
+
+    def _context_changed(self, value: int) -> None:
+        if value < self.ctx_spin.maximum():
+            self._show_context_limit()
+
     def _show_nothing(self) -> None:
         self.title.setText("Select a model")
         self.subtitle.setText(WELCOME)
+        self.base_badge.setVisible(False)
         self._clear_facts()
         self.plan_box.setVisible(False)
         self._set_plan(None)
@@ -316,6 +453,8 @@ class ModelPanel(QWidget):
             value_label = QLabel(value)
             value_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value_label.setWordWrap(True)
+            if label in FACT_TIPS and (label != "Chat template" or info.is_base_model):
+                value_label.setToolTip(FACT_TIPS[label])
             self.facts_form.addRow(label, value_label)
         self.facts_box.setVisible(True)
 
@@ -326,21 +465,24 @@ class ModelPanel(QWidget):
         if info is None or hardware is None or info.is_projector:
             self._set_plan(None)
             return
+        self._requests[info.path] = self.current_request()
         try:
             plan = plan_load(info, hardware, self.current_request())
         except EngineError as exc:
             self._set_plan(None)
             self.verdict_label.setText(exc.message)
+            self.verdict_label.setStyleSheet(ERROR_STYLE)
             return
         self._set_plan(plan)
 
     def _set_plan(self, plan: LoadPlan | None) -> None:
         self._plan = plan
         while self.suggestions_layout.count():
-            item = self.suggestions_layout.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
-        self.load_button.setEnabled(plan is not None and plan.fits)
+            widget = self.suggestions_layout.takeAt(0).widget()
+            if widget is not None:
+                widget.hide()  # until the event loop deletes it
+                widget.deleteLater()
+        self._show_session()
         if plan is None:
             self.verdict_label.clear()
             self.reasons_label.clear()

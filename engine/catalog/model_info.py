@@ -113,6 +113,14 @@ class ModelInfo:
         return self.kind is ModelKind.PROJECTOR
 
     @property
+    def is_base_model(self) -> bool:
+        """A text model without a chat template: trained to continue text, not to answer.
+
+        The one test for it, so the model page and the chat warn about the same files.
+        """
+        return self.kind is ModelKind.TEXT and not self.has_chat_template
+
+    @property
     def display_name(self) -> str:
         return self.name or self.path.stem
 

@@ -19,6 +19,7 @@ from engine.planner.load_plan import (
 from engine.planner.memory_estimate import non_causal_image_tokens
 from engine.planner.placement import Layout
 from engine.planner.validation import Settings
+from engine.units import plural
 
 
 def suggest(
@@ -67,8 +68,7 @@ def suggest(
         return replace(request, parallel=n)
 
     if (n := largest(list(range(1, request.parallel)), par_req)) is not None:
-        plural = "s" if n > 1 else ""
-        out.append(Suggestion(f"{n} parallel conversation{plural}", par_req(n)))
+        out.append(Suggestion(plural(n, "parallel conversation"), par_req(n)))
 
     smaller_kv = {
         KvCacheType.F16: (KvCacheType.Q8_0, KvCacheType.Q4_0),

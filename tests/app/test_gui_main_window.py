@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QLabel, QPushButton
 
 from app.main_window import MainWindow
 from app.paths import AppPaths
+from app.widgets.badge_delegate import BADGE_ROLE
 from app.widgets.nav_rail import Page
 from engine.hardware import HardwareSnapshot
 from engine.planner import Verdict
@@ -87,8 +88,8 @@ def test_dropping_a_folder_lists_invalid_files_with_their_reason(
     assert any("notes.gguf" in t and "not a GGUF" in t for t in texts)
     model_row = next(r for r, t in enumerate(texts) if t == "Tiny Llama")
     projector = window.library_panel.model.item(model_row, 0).child(0, 0)
-    assert projector is not None and "vision projector" in projector.text()
-    assert "models" in window.status_label.text()
+    assert projector is not None and projector.data(BADGE_ROLE) == "vision projector"
+    assert window.status_label.text() == "1 model · 1 projector · 1 unusable"
 
 
 def test_remove_from_library_keeps_the_file(

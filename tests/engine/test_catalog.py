@@ -164,6 +164,15 @@ def test_tiny_model_fields(tiny_model: Path) -> None:
     assert info.metadata["llama.context_length"] == 4096
 
 
+def test_a_model_without_a_chat_template_is_a_base_model(
+    tiny_model: Path, tiny_projector: Path, make_tiny_model
+) -> None:
+    base = inspect(make_tiny_model("base.gguf", chat_template=None))
+    assert not base.has_chat_template and base.is_base_model
+    assert not inspect(tiny_model).is_base_model
+    assert not inspect(tiny_projector).is_base_model  # a projector neither chats nor continues text
+
+
 def test_tensor_sizes_agree_with_gguf_reader(tiny_model: Path) -> None:
     reader = gguf.GGUFReader(str(tiny_model))
     info = inspect(tiny_model)
@@ -199,7 +208,7 @@ def test_gemma_fields(gemma_path: Path) -> None:
     assert (info.head_count, info.head_count_kv, info.key_length, info.value_length) == (4, 1, 256, 256)
     assert (info.context_length, info.sliding_window) == (32768, 512)
     assert (info.bos_token_id, info.eos_token_id) == (2, 1)
-    assert info.chat_template is None and not info.has_chat_template
+    assert info.chat_template is None and not info.has_chat_template and info.is_base_model
     assert info.tensor_count == 236
     assert len(info.block_tensor_bytes) == 18
     assert info.output_tensor_bytes == 0  # tied to token_embd

@@ -21,7 +21,7 @@ from engine.hardware import (
     describe,
     take_snapshot,
 )
-from engine.units import format_bytes, format_count
+from engine.units import format_bytes, format_count, plural
 
 GIB = 1024**3
 
@@ -371,6 +371,15 @@ def test_format_bytes(n: int, text: str) -> None:
 )  # fmt: skip
 def test_format_count(n: float, text: str) -> None:
     assert format_count(n) == text
+
+
+@pytest.mark.parametrize(
+    ("n", "word", "text"),
+    [(0, "model", "0 models"), (1, "model", "1 model"), (2, "projector", "2 projectors"),
+     (1_000, "token", "1,000 tokens"), (3, "copy", "3 copies")],
+)  # fmt: skip
+def test_plural(n: int, word: str, text: str) -> None:
+    assert plural(n, word, "copies" if word == "copy" else None) == text
 
 
 def test_without_nvidia_ml_py(monkeypatch: pytest.MonkeyPatch) -> None:
