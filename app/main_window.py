@@ -33,6 +33,7 @@ from app.load_settings import request_from_dict, request_to_dict, settings_key
 from app.model_session import ModelSession, SessionState
 from app.models_page import ModelsPage
 from app.paths import AppPaths
+from app.presenters import BASE_MODEL_BADGE
 from app.recent_folder import RecentFolder
 from app.store import Store
 from app.widgets.hardware_panel import HardwarePanel
@@ -224,6 +225,7 @@ class MainWindow(QMainWindow):
             self.model_panel.show_load_error(self._hardware.native_error)
         self.library.rescan()
         self.chat.start()
+        self._show_answering_model()
         self.chats_page.set_settings_wanted(bool(self.store.get_setting(SETTINGS_COLUMN_KEY, True)))
         page = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat).value("page")
         self.show_page(Page(page) if page in {p.value for p in Page} else Page.CHATS)
@@ -426,10 +428,10 @@ class MainWindow(QMainWindow):
         info = model.plan.model
         self.chats_page.header.set_model(f"{info.display_name} answers")
         self.chats_page.set_notice(
-            ""
-            if info.has_chat_template
-            else f"{info.display_name} is a base model: it continues text and does not chat, so its "
-            "replies will ramble. For a conversation, load an instruction-tuned (chat) model."
+            f"{info.display_name} — {BASE_MODEL_BADGE.lower()}: its replies will ramble on from your "
+            "message. To chat, load an instruct or chat version."
+            if info.is_base_model
+            else ""
         )
 
     def _on_phase_started(self, phase: LoadPhase) -> None:
