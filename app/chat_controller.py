@@ -40,6 +40,7 @@ from engine import (
     DecodedImage,
     EngineError,
     ImageRejected,
+    PromptSize,
     RequestHandle,
     Role,
     StopReason,
@@ -50,6 +51,7 @@ from engine import (
 NEW_TITLE = "New chat"
 SAVE_INTERVAL_MS = 500
 DECODED_IMAGE_CACHE = 32
+MEASURE_DEBOUNCE_MS = 300  # the context count follows typing this long after it pauses
 
 _VIEW_STATE = {
     StoredState.COMPLETE: MessageState.DONE,
@@ -89,6 +91,13 @@ class _ReplyInFlight:
         return f"reading {self.read_percent}%" if self.stage is ReplyStage.READING else self.stage.value
 
 
+def too_long_message(size: PromptSize) -> str:
+    return (
+        f"This conversation with your message is {size.tokens:,} tokens; the model was loaded "
+        f"with {size.limit:,} per conversation."
+    )
+
+
 def _title_from(text: str) -> str:
     line = " ".join(text.split())
     return (line[:48] + "…") if len(line) > 48 else (line or NEW_TITLE)
@@ -100,6 +109,10 @@ class ChatController(QObject):
     status = Signal(str)  # one-line messages for the status bar
     streaming_changed = Signal(int)  # how many replies are generating
     title_changed = Signal(str)  # the shown conversation's title ("" when none is shown)
+    # The context the shown conversation plus the draft takes (PromptSize), None when unknown.
+    context_checked = Signal(object)
+    images_left_out = Signal(bool)  # the shown conversation has images this model cannot see
+    _measured = Signal(int, object)  # a measurement answered, from the executor's thread
 
     def __init__(
         self,
@@ -125,10 +138,19 @@ class ChatController(QObject):
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self.save_streaming)
+        self._measure_timer = QTimer(self)
+        self._measure_timer.setSingleShot(True)
+        self._measure_timer.setInterval(MEASURE_DEBOUNCE_MS)
+        self._measure_timer.timeout.connect(self.measure_draft)
+        self._measure_generation = 0  # answers to older measurements are dropped
+        self._size: tuple[tuple[int, str], PromptSize | None] | None = None  # (conversation, draft)
+        self._measured.connect(self._on_measured)
+        self._closing = False
 
         composer.submitted.connect(self.submit)
         composer.stop_requested.connect(self.stop)
         composer.edit_cancelled.connect(self._cancel_edit)
+        composer.draft_changed.connect(self._measure_timer.start)
         view.edit_requested.connect(self.edit)
         view.regenerate_requested.connect(self.regenerate)
         view.continue_requested.connect(self.continue_reply)
@@ -162,9 +184,17 @@ class ChatController(QObject):
         self._model_changed()
 
     def shutdown(self) -> None:
-        """Save what is streaming; the replies end as the model unloads."""
-        self.save_streaming()
+        """The window is closing: every streaming reply is saved as interrupted (continued or
+        regenerated next time), and what its request says after this is not listened to, as
+        the store closes next."""
+        self._closing = True
         self._save_timer.stop()
+        self._measure_timer.stop()
+        for stream in list(self._streams.values()):
+            self.store.finish_reply(stream.message_id, stream.text, StoredState.INTERRUPTED)
+            if stream.handle is not None:
+                stream.handle.cancel()
+        self._streams.clear()
 
     @property
     def streaming(self) -> int:
@@ -202,6 +232,9 @@ class ChatController(QObject):
             settings = replace(settings, system_prompt=conversation.system_prompt)
         self.sampling.set_settings(settings)
         self.composer.set_generating(conversation_id in self._streams)
+        self.composer.clear_error()
+        self.images_left_out.emit(self._images_unseen(conversation_id))
+        self.measure_draft()
 
     def rename(self, conversation_id: int, title: str) -> None:
         self.store.rename(conversation_id, title.strip() or NEW_TITLE)
@@ -254,6 +287,10 @@ class ChatController(QObject):
         assert self.current_id is not None
         if self.current_id in self._streams:
             self._refuse(text, attachments, "Wait for the reply, or stop it (Esc), before sending again.")
+            return
+        size = self.measured_size(text)
+        if size is not None and not size.fits:
+            self._refuse(text, attachments, too_long_message(size))
             return
         conversation_id = self.current_id
         for attachment, image in zip(attachments, images, strict=True):
@@ -327,6 +364,55 @@ class ChatController(QObject):
         message = self.store.resume_reply(message_id)
         self._generate(message.conversation_id, resume=message)
 
+    # -- the context count ------------------------------------------------------------------
+
+    def measure_draft(self) -> None:
+        """Ask the loaded model how much context the shown conversation plus the draft
+        takes; the answer comes back as ``context_checked`` (and the composer's count)."""
+        self._measure_timer.stop()
+        self._measure_generation += 1
+        model = self.session.ready_model
+        if model is None or self.current_id is None or self._closing:
+            self._show_size(None)
+            return
+        conversation = self.store.get_conversation(self.current_id)
+        try:
+            messages = self._chat_messages(conversation, self.store.messages(self.current_id))
+        except EngineError:
+            self._show_size(None)
+            return
+        draft = self.composer.text().strip()  # what Send would send
+        if draft:
+            messages.append(ChatMessage(Role.USER, draft))
+        key = (self.current_id, draft)
+        generation = self._measure_generation
+        future = model.measure_prompt(ChatRequest(messages=tuple(messages), owner=str(self.current_id)))
+        # Answered on the executor's thread: the signal carries it to this one.
+        future.add_done_callback(lambda done: self._measured.emit(generation, (key, done)))
+
+    def measured_size(self, draft: str | None = None) -> PromptSize | None:
+        """The last measurement of the shown conversation with ``draft`` (the composer's text
+        when None), if it is current."""
+        key = (self.current_id, self.composer.text().strip() if draft is None else draft)
+        if self._size is None or self._size[0] != key:
+            return None
+        return self._size[1]
+
+    def _on_measured(self, generation: int, answer: tuple[tuple[int, str], object]) -> None:
+        if generation != self._measure_generation or self._closing:
+            return  # a newer draft was asked about since
+        key, future = answer
+        try:
+            size = future.result(0)  # type: ignore[attr-defined]
+        except Exception:  # a prompt that cannot be built says why when it is sent
+            size = None
+        self._size = (key, size)
+        self._show_size(size)
+
+    def _show_size(self, size: PromptSize | None) -> None:
+        self.composer.set_context_usage(size.tokens if size else None, size.limit if size else 0)
+        self.context_checked.emit(size)
+
     # -- generation -----------------------------------------------------------------------
 
     def _generate(self, conversation_id: int, resume: Message | None = None) -> None:
@@ -380,13 +466,16 @@ class ChatController(QObject):
         self.streaming_changed.emit(len(self._streams))
 
     def _chat_messages(self, conversation: Conversation, history: list[Message]) -> list[ChatMessage]:
+        model = self.session.ready_model
+        sees = model is not None and model.has_vision
         messages: list[ChatMessage] = []
         if conversation.system_prompt:
             messages.append(ChatMessage(Role.SYSTEM, conversation.system_prompt))
         for message in history:
             if message.state is StoredState.FAILED or (message.role is Role.ASSISTANT and not message.text):
                 continue
-            images = tuple(self._decoded(ref) for ref in message.images)
+            # A model that cannot see is given the text: the images stay in the chat.
+            images = tuple(self._decoded(ref) for ref in message.images) if sees else ()
             # A stopped or interrupted reply's token ids may not spell its saved text.
             tokens = message.tokens if message.state is StoredState.COMPLETE else ()
             messages.append(ChatMessage(message.role, message.text, images, tokens, message.tokens_model))
@@ -405,18 +494,24 @@ class ChatController(QObject):
         self._images.put(sha256, image)
 
     def _on_queued(self, stream: _ReplyInFlight, position: int) -> None:
+        if self._closing:
+            return
         if stream.conversation_id == self.current_id:
             self.view.set_queued(stream.message_id, position)
 
     def _on_prefill(
         self, stream: _ReplyInFlight, done: int, total: int, cached: int, images_done: int, images: int
     ) -> None:
+        if self._closing:
+            return
         stream.read_percent = 100 * done // max(total, 1)
         self._set_stage(stream, ReplyStage.READING)
         if stream.conversation_id == self.current_id:
             self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
 
     def _on_delta(self, stream: _ReplyInFlight, text: str) -> None:
+        if self._closing:
+            return
         if stream.stage is not ReplyStage.WRITING:
             self._set_stage(stream, ReplyStage.WRITING)
         stream.text += text
@@ -428,6 +523,8 @@ class ChatController(QObject):
         self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
 
     def _on_completed(self, stream: _ReplyInFlight, completion: Completion) -> None:
+        if self._closing:
+            return
         stats = ReplyStats.from_completion(completion)
         cancelled = completion.stop_reason is StopReason.CANCELLED
         self.store.finish_reply(
@@ -442,6 +539,8 @@ class ChatController(QObject):
         self._end(stream, MessageState.CANCELLED if cancelled else MessageState.DONE, stats=stats)
 
     def _on_failed(self, stream: _ReplyInFlight, error: EngineError) -> None:
+        if self._closing:
+            return
         self.store.finish_reply(stream.message_id, stream.text, StoredState.FAILED, error=error.message)
         self._end(stream, MessageState.FAILED, error=error.message)
 
@@ -457,6 +556,8 @@ class ChatController(QObject):
             self._save_timer.stop()
         self.refresh_list()
         self.streaming_changed.emit(len(self._streams))
+        if stream.conversation_id == self.current_id:
+            self.measure_draft()  # the reply is part of the context now
 
     def save_streaming(self) -> None:
         """Write each streaming reply's text if it changed (every half second)."""
@@ -465,7 +566,19 @@ class ChatController(QObject):
                 self.store.update_reply(stream.message_id, stream.text)
                 stream.saved = stream.text
 
+    def _images_unseen(self, conversation_id: int) -> bool:
+        model = self.session.ready_model
+        if model is None or model.has_vision:
+            return False
+        return any(m.images for m in self.store.messages(conversation_id))
+
     def _model_changed(self, *_: object) -> None:
+        if self._closing:
+            return
+        self.composer.clear_error()
+        if self.current_id is not None:
+            self.images_left_out.emit(self._images_unseen(self.current_id))
+        self.measure_draft()
         model = self.session.ready_model
         if model is None:
             self.composer.set_attachments_enabled(

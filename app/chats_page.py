@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QSizePolicy,
     QSplitter,
     QToolButton,
@@ -85,6 +86,43 @@ class ChatHeader(QFrame):
             label.setToolTip(text if label.text() != text else "")
 
 
+class ChatNotice(QFrame):
+    """One line above the composer for what the user must know before sending (a base model
+    that will ramble, a conversation too long for the loaded context), with the fix as a
+    button when there is one."""
+
+    action_clicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatNotice")
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.button = QPushButton()
+        self.button.setObjectName("noticeAction")
+        self.button.clicked.connect(self.action_clicked)
+        self.button.hide()
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(16, 6, 12, 6)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
+        self.setStyleSheet(
+            "QFrame#chatNotice { background: #fff4d6; border-top: 1px solid #e8d49a; }"
+            "QFrame#chatNotice QLabel { color: #5c4400; }"
+        )
+        self.hide()
+
+    def show_notice(self, text: str, action: str = "") -> None:
+        self.label.setText(text)
+        self.button.setText(action)
+        self.button.setVisible(bool(action))
+        self.setVisible(bool(text))
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""
+
+
 class ChatsPage(QSplitter):
     """Conversation list | header, messages, notice, composer | settings (foldable)."""
 
@@ -105,17 +143,7 @@ class ChatsPage(QSplitter):
         self.composer = composer
         self.settings = settings
         self.header = ChatHeader()
-        # One line above the composer for what the user must know before sending: a base
-        # model that will ramble, a conversation too long for the loaded context.
-        self.notice = QLabel()
-        self.notice.setObjectName("chatNotice")
-        self.notice.setWordWrap(True)
-        self.notice.setVisible(False)
-        self.notice.setContentsMargins(16, 6, 16, 6)
-        self.notice.setStyleSheet(
-            "QLabel#chatNotice { background: #fff4d6; color: #5c4400; border-top: 1px solid #e8d49a; }"
-        )
-
+        self.notice = ChatNotice()
         column = QWidget()
         column.setObjectName("chatColumn")
         layout = QVBoxLayout(column)
@@ -205,7 +233,6 @@ class ChatsPage(QSplitter):
 
     # -- header and notice -------------------------------------------------------------------
 
-    def set_notice(self, text: str) -> None:
-        """A line above the composer; empty hides it."""
-        self.notice.setText(text)
-        self.notice.setVisible(bool(text))
+    def set_notice(self, text: str, action: str = "") -> None:
+        """A line above the composer, with an optional one-click fix; empty text hides it."""
+        self.notice.show_notice(text, action)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.chat import Composer, ConversationList, MessageView, SamplingPanel
 from app.chat_controller import ChatController
 from app.chats_page import ChatsPage
+from app.context_fix import context_fix
 from app.dashboard import DashboardView
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
@@ -49,6 +50,7 @@ from engine import (
     LoadPhase,
     LoadPlan,
     ModelInfo,
+    PromptSize,
     SpeculationConfig,
     take_snapshot,
 )
@@ -160,6 +162,12 @@ class MainWindow(QMainWindow):
         self.session.model_ready.connect(self._on_model_ready)
         self.chat.status.connect(self.status_label.setText)
         self.chat.title_changed.connect(self.chats_page.header.set_title)
+        self._context_size: PromptSize | None = None
+        self._images_left_out = False
+        self._notice_fix: LoadPlan | None = None
+        self.chat.context_checked.connect(self._on_context_checked)
+        self.chat.images_left_out.connect(self._on_images_left_out)
+        self.chats_page.notice.action_clicked.connect(self._apply_notice_fix)
         self.chats_page.settings_visibility_changed.connect(self._remember_settings_column)
         self._restore_geometry()
 
@@ -414,25 +422,58 @@ class MainWindow(QMainWindow):
         self._show_answering_model()
 
     def _show_answering_model(self) -> None:
-        """The chat header names the model that will answer; the notice warns of a base model."""
+        """The chat header names the model that will answer."""
         model = self.session.ready_model
+        if model is not None:
+            text = f"{model.plan.model.display_name} answers"
+        elif self.session.state is SessionState.LOADING and self.session.plan is not None:
+            text = f"Loading {self.session.plan.model.display_name}…"
+        else:
+            text = "No model loaded: choose one under Models"
+        self.chats_page.header.set_model(text)
+        self._update_notice()
+
+    def _on_context_checked(self, size: PromptSize | None) -> None:
+        self._context_size = size
+        self._update_notice()
+
+    def _on_images_left_out(self, left_out: bool) -> None:
+        self._images_left_out = left_out
+        self._update_notice()
+
+    def _update_notice(self) -> None:
+        """What the user must know before sending, most pressing first: the conversation no
+        longer fits the loaded context (with the reload that makes it fit), images this
+        model cannot see, a base model that will ramble."""
+        model = self.session.ready_model
+        self._notice_fix = None
         if model is None:
-            loading = self.session.state is SessionState.LOADING and self.session.plan is not None
-            self.chats_page.header.set_model(
-                f"Loading {self.session.plan.model.display_name}…"
-                if loading and self.session.plan is not None
-                else "No model loaded: choose one under Models"
-            )
             self.chats_page.set_notice("")
             return
         info = model.plan.model
-        self.chats_page.header.set_model(f"{info.display_name} answers")
-        self.chats_page.set_notice(
-            f"{info.display_name} — {BASE_MODEL_BADGE.lower()}: its replies will ramble on from your "
-            "message. To chat, load an instruct or chat version."
-            if info.is_base_model
-            else ""
-        )
+        size = self._context_size
+        if size is not None and not size.fits:
+            text, fix = context_fix(model.plan, size, self._hardware or take_snapshot())
+            self._notice_fix = fix
+            action = f"Reload with {fix.context_per_conversation:,} tokens" if fix else ""
+            self.chats_page.set_notice(text, action)
+        elif self._images_left_out:
+            self.chats_page.set_notice(
+                f"{info.display_name} has no vision projector: the images in this conversation are "
+                "left out of what it reads."
+            )
+        elif info.is_base_model:
+            self.chats_page.set_notice(
+                f"{info.display_name} — {BASE_MODEL_BADGE.lower()}: its replies will ramble on from "
+                "your message. To chat, load an instruct or chat version."
+            )
+        else:
+            self.chats_page.set_notice("")
+
+    def _apply_notice_fix(self) -> None:
+        """The notice's one-click fix: reload the model with the context the chat needs."""
+        if self._notice_fix is not None:
+            self.load_model(self._notice_fix, self.session.speculation)
 
     def _on_phase_started(self, phase: LoadPhase) -> None:
         self.model_panel.load_progress.phase_started(phase)

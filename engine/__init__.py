@@ -33,6 +33,8 @@ _EXPORTS = {
     "DEFAULT_MAX_DRAFT": "engine.defaults",
     "Completion": "engine.requests",
     "StopReason": "engine.requests",
+    "PromptSize": "engine.requests",
+    "PromptTooLong": "engine.requests",
     "RequestHandle": "engine.requests",
     "EngineStats": "engine.requests",
     "SlotState": "engine.requests",

@@ -25,7 +25,7 @@ from engine.catalog import model_identity
 from engine.chat import TextStream
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed
-from engine.executor_commands import Cancel, Inbox, Observe, Submit, Unload, Waiting
+from engine.executor_commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
 from engine.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.model_loader import LoadHooks, ModelLoader, load_error
 from engine.multimodal import ImageEvalFailed
@@ -40,6 +40,7 @@ from engine.requests import (
     DecodeFailed,
     EngineStats,
     Failed,
+    PromptSize,
     Queued,
     RequestHandle,
     StopReason,
@@ -171,6 +172,13 @@ class Executor(QThread):
         """Observed through the command queue: answered between two batches."""
         return self.request_stats().result(timeout)
 
+    def measure(self, request: ChatRequest) -> Future:
+        """A future ``PromptSize`` for ``request``, answered between two batches; the
+        request is rendered and tokenized as it would be sent, and not run."""
+        future: Future = Future()
+        self._inbox.put(Measure(request, future))
+        return future
+
     def request_unload(self) -> None:
         self._cancel_load.set()
         self._inbox.put(Unload())
@@ -256,6 +264,9 @@ class Executor(QThread):
             elif isinstance(command, Observe):
                 if command.future.set_running_or_notify_cancel():
                     command.future.set_result(self._stats())
+            elif isinstance(command, Measure):
+                if command.future.set_running_or_notify_cancel():
+                    self._measure(command)
             elif isinstance(command, Unload):
                 return False
         return True
@@ -503,8 +514,25 @@ class Executor(QThread):
             if isinstance(command, Submit):
                 self._inbox.release()
                 command.handle._publish(Failed(error))
-            elif isinstance(command, Observe) and command.future.set_running_or_notify_cancel():
+            elif isinstance(command, (Observe, Measure)) and command.future.set_running_or_notify_cancel():
                 command.future.set_exception(error)
+
+    def _measure(self, command: Measure) -> None:
+        native = self._native
+        if native is None:
+            command.future.set_exception(LoadFailed("No model is loaded."))
+            return
+        try:
+            layout, _stops, media = native.prompts.build(command.request)
+        except EngineError as exc:
+            command.future.set_exception(exc)
+            return
+        except Exception as exc:  # a bug costs this answer, not the engine
+            log.exception("could not measure a prompt")
+            command.future.set_exception(EngineError(f"The prompt could not be measured: {exc}"))
+            return
+        native.prompts.release(media)
+        command.future.set_result(PromptSize(layout.native_positions, self.n_ctx_seq))
 
     # -- events and stats ------------------------------------------------------------
 

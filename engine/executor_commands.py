@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from engine.errors import Overloaded
-from engine.requests import RequestHandle
+from engine.requests import ChatRequest, RequestHandle
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,19 @@ class Observe:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """Answered with the ``PromptSize`` of ``request``'s prompt, which is not run."""
+
+    request: ChatRequest
+    future: Future
+
+
+@dataclass(frozen=True)
 class Unload:
     pass
 
 
-Command = Submit | Cancel | Observe | Unload
+Command = Submit | Cancel | Observe | Measure | Unload
 
 
 @dataclass(eq=False)

@@ -123,6 +123,13 @@ class LoadedModel(QObject):
         """Non-blocking stats: a future answered between two batches."""
         return self._executor.request_stats()
 
+    def measure_prompt(self, request: ChatRequest):  # -> concurrent.futures.Future[PromptSize]
+        """How many of a conversation's positions ``request``'s prompt would take, rendered
+        and tokenized exactly as ``submit`` would (template, earlier replies, images): a
+        future answered between two batches, so a composer can count while the user types.
+        Nothing runs; a prompt that cannot be built sets the future's exception."""
+        return self._executor.measure(request)
+
     def unload(self, wait: bool = True) -> None:
         """Stop serving, end every request, free every native allocation."""
         self._executor.request_unload()

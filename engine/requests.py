@@ -38,6 +38,18 @@ class PromptTooLong(EngineError):
     """The prompt does not fit the context of one conversation."""
 
 
+@dataclass(frozen=True)
+class PromptSize:
+    """How much of a conversation's context a request's prompt takes, before it is sent."""
+
+    tokens: int  # context positions the prompt takes (text tokens, image positions)
+    limit: int  # positions one conversation holds with this load
+
+    @property
+    def fits(self) -> bool:
+        return self.tokens <= self.limit
+
+
 class DecodeFailed(EngineError):
     """llama.cpp failed to evaluate a batch this request was in."""
 

@@ -163,6 +163,7 @@ class Composer(QWidget):
     edit_cancelled = Signal()
     attachments_changed = Signal()
     generating_changed = Signal(bool)
+    draft_changed = Signal()  # the text typed so far changed (the context count follows it)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -213,6 +214,10 @@ class Composer(QWidget):
         self.attach_button.clicked.connect(self.choose_files)
         self.hint = QLabel()
         self.hint.setObjectName("composerHint")
+        # How much of the conversation's context the chat so far plus this draft takes.
+        self.context_label = QLabel()
+        self.context_label.setObjectName("contextUsage")
+        self.context_label.hide()
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
         self.send_button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -222,6 +227,7 @@ class Composer(QWidget):
         bar.setContentsMargins(6, 0, 8, 6)
         bar.addWidget(self.attach_button)
         bar.addWidget(self.hint, 1)
+        bar.addWidget(self.context_label)
         bar.addWidget(self.send_button)
 
         self.card = QFrame()
@@ -268,6 +274,32 @@ class Composer(QWidget):
 
     def is_generating(self) -> bool:
         return self._generating
+
+    def set_context_usage(self, tokens: int | None, limit: int = 0) -> None:
+        """Show "1,234 / 4,096 tokens": the context the conversation and the draft take
+        (None hides it). Amber from 90% of the limit, red past it."""
+        if tokens is None or limit <= 0:
+            self.context_label.hide()
+            return
+        colors = ChatColors.from_palette(self.palette())
+        over = tokens > limit
+        color = colors.error if over else (colors.warning if tokens >= 0.9 * limit else colors.muted)
+        self.context_label.setText(f"{tokens:,} / {limit:,} tokens")
+        self.context_label.setStyleSheet(f"color: {color.name()};" + (" font-weight: 600;" if over else ""))
+        self.context_label.setToolTip(
+            "The conversation with this message is longer than the model was loaded for."
+            if over
+            else "How much of this conversation's context the chat so far and your message take."
+        )
+        self.context_label.show()
+
+    def context_usage_text(self) -> str:
+        return self.context_label.text() if self.context_label.isVisible() else ""
+
+    def clear_error(self) -> None:
+        """Forget the last refusal (a new chat, another model, the user typing again)."""
+        self.error_label.clear()
+        self.error_label.hide()
 
     def set_attachments_enabled(self, enabled: bool, reason: str = "") -> None:
         """Images only when the loaded model can see: else the attach button is disabled
@@ -494,6 +526,8 @@ class Composer(QWidget):
     def _text_changed(self) -> None:
         self._fit_height()
         self._update_send_button()
+        self.clear_error()
+        self.draft_changed.emit()
 
     def _fit_height(self) -> None:
         """Grow with the text (wrapped lines included) from MIN_LINES to MAX_LINES, then
@@ -554,6 +588,7 @@ class Composer(QWidget):
         small = QFont(self.font())
         small.setPointSizeF(max(7.0, small.pointSizeF() * 0.86))
         self.hint.setFont(small)
+        self.context_label.setFont(small)
         # palette(...) keeps the stylesheet following light/dark palette changes.
         self.setStyleSheet(
             f"QFrame#composerCard {{ background: palette(base); border: 1px solid {colors.track.name()};"

@@ -13,7 +13,7 @@ import pytest
 
 import engine.active_request as active_request_module
 from engine.chat import ChatMessage
-from engine.errors import Cancelled, EngineError, InvalidChatRequest, LoadFailed, Overloaded
+from engine.errors import Cancelled, EngineError, ImageRejected, InvalidChatRequest, LoadFailed, Overloaded
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
 from engine.requests import (
@@ -497,3 +497,38 @@ def test_stats_remember_whose_prefix_a_cached_sequence_holds(tiny: LoadedModel) 
     reusable = [s for s in tiny.stats().sequences if s.state is SlotState.REUSABLE]
     assert [s.owner for s in reusable] == ["chat-9"]
     assert reusable[0].reusable_tokens > 0
+
+
+# -- measuring a prompt before it is sent ------------------------------------------------------
+
+
+def test_a_measured_prompt_takes_what_the_sent_prompt_takes(tiny: LoadedModel) -> None:
+    request = chat("How many tokens is this message, with its template?", max_tokens=2)
+    size = tiny.measure_prompt(request).result(TIMEOUT)
+    assert size.limit == tiny.context_per_conversation and size.fits
+    assert tiny.stats().cells_used == 0, "measuring runs nothing"
+    completion = tiny.submit(request).wait(TIMEOUT)
+    assert size.tokens == completion.usage.prompt_tokens
+
+
+def test_a_prompt_too_long_is_measured_as_not_fitting(tiny: LoadedModel) -> None:
+    size = tiny.measure_prompt(chat("word " * 3000)).result(TIMEOUT)
+    assert size.tokens > size.limit and not size.fits
+    with pytest.raises(PromptTooLong):
+        tiny.submit(chat("word " * 3000)).wait(TIMEOUT)
+
+
+def test_measuring_a_prompt_that_cannot_be_built_is_its_error(tiny: LoadedModel) -> None:
+    import io
+
+    from PIL import Image
+
+    from engine.multimodal import load_image
+
+    png = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(png, "PNG")
+    picture = load_image(png.getvalue(), name="x.png")
+    future = tiny.measure_prompt(ChatRequest(messages=(ChatMessage("user", "see", (picture,)),)))
+    with pytest.raises(ImageRejected):  # no projector is loaded
+        future.result(TIMEOUT)
+    assert tiny.submit(chat("still serving", max_tokens=2)).wait(TIMEOUT).text is not None
