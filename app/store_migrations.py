@@ -102,7 +102,7 @@ def _migrate_to_3(conn: sqlite3.Connection) -> None:
         )""",
         # Children of a message (the path, one step at a time) and first messages
         # (parent_id IS NULL, by conversation); also what ON DELETE CASCADE looks up.
-        "CREATE INDEX messages_children ON messages (parent_id, conversation_id)",
+        "CREATE INDEX messages_children ON messages (parent_id, conversation_id, active)",
     )
     for statement in statements:
         conn.execute(statement)

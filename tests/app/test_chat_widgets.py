@@ -34,7 +34,7 @@ from app.chat.demo import build_demo, dark_palette, sample_image, sample_message
 from app.chat.markdown import stable_prefix_end
 from engine.chat import Role
 from engine.requests import Completion, StopReason, Timings, Usage
-from tests.helpers import show_widget
+from tests.helpers import footer_point, show_widget
 
 CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone."
 
@@ -103,16 +103,6 @@ def click_point_of_anchor(view: MessageView, message_id: object, href: str) -> Q
                 it += 1
             block = block.next()
     raise AssertionError(f"no {href} anchor drawn")
-
-
-def footer_point(view: MessageView, message_id: object, text: str) -> QPoint:
-    """Viewport coordinates of what the actions line under a message shows as ``text``."""
-    i = view._rows.find(message_id)
-    top = view.message_rect(message_id).top()
-    for item in view._footer(i):
-        if item.text == text:
-            return QPoint(view._column_x() + item.rect.center().x(), top + item.rect.center().y())
-    raise AssertionError(f"{text!r} not shown under {message_id}")
 
 
 def action_point(view: MessageView, message_id: object, action: MessageAction) -> QPoint:
@@ -743,6 +733,10 @@ def test_sampling_presets_and_changes(qtbot) -> None:
         panel.set_settings(stored)
     assert panel.settings() == stored and panel.max_tokens.value() == 300
     assert SamplingSettings.from_dict({**stored.to_dict(), "future_key": 1}) == stored
+    assert stored.summary() == (
+        f"temperature 0.3 · top-p {stored.top_p:g} · top-k {stored.top_k} · min-p {stored.min_p:g}"
+        f" · repeat penalty {stored.repeat_penalty:g} · up to 300 tokens · seed 7"
+    )
 
 
 # -- the whole set, painted ---------------------------------------------------------------
