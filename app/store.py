@@ -363,7 +363,7 @@ class Store:
                 "SELECT m.conversation_id FROM message_fts f JOIN messages m ON m.id = f.rowid"
                 " WHERE message_fts MATCH ? AND m.deleted_at IS NULL"
                 " UNION SELECT conversation_id FROM messages"
-                " WHERE state = 'streaming' AND instr(hearth_fold(text), ?) > 0"
+                " WHERE state = 'streaming' AND deleted_at IS NULL AND instr(hearth_fold(text), ?) > 0"
             )
             content_values: tuple[str, ...] = ('"' + needle.replace('"', '""') + '"', folded)
         else:
@@ -476,6 +476,7 @@ class Store:
         if sibling_of is not None:
             parent_id = self._row(conn, sibling_of)[1]
         else:
+            # The path's last message has no children: the new one is selected as it is.
             # Deleted messages still on the path count: what comes after them stays after them.
             tail = conn.execute(
                 f"{_PATH} SELECT m.id FROM path JOIN messages m ON m.id = path.id"
@@ -487,14 +488,10 @@ class Store:
             "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?",
             (conversation_id,),
         ).fetchone()[0]
-        conn.execute(
-            "UPDATE messages SET active = 0 WHERE parent_id IS ? AND conversation_id = ?",
-            (parent_id, conversation_id),
-        )
         message_id = conn.execute(
             "INSERT INTO messages (conversation_id, position, role, text, state, created, updated, parent_id,"
-            " model_name, model_file, model_quantization, sampling)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " model_name, model_file, model_quantization, sampling, active)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 conversation_id,
                 position,
@@ -508,9 +505,12 @@ class Store:
                 None if model is None else model.file,
                 None if model is None else model.quantization,
                 None if sampling is None else json.dumps(dict(sampling)),
+                sibling_of is None,
             ),
         ).lastrowid
         assert message_id is not None
+        if sibling_of is not None:
+            self._select(conn, message_id)
         conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
         return message_id
 
@@ -620,14 +620,24 @@ class Store:
     def select_version(self, message_id: int) -> None:
         """Show this version (and, after it, the versions selected in its branch)."""
         with self._transaction() as conn:
+            self._row(conn, message_id)  # not a deleted one
             self._select(conn, message_id)
 
-    def _select(self, conn: sqlite3.Connection, message_id: int) -> None:
-        conversation_id, parent_id, _role, _active = self._row(conn, message_id)
-        conn.execute(
-            "UPDATE messages SET active = (id = ?) WHERE parent_id IS ? AND conversation_id = ?",
-            (message_id, parent_id, conversation_id),
-        )
+    @staticmethod
+    def _select(conn: sqlite3.Connection, message_id: int) -> None:
+        """Make the message the version selected among its siblings, and each message before
+        it that is not selected too: the conversation's path then goes through it."""
+        current: int | None = message_id
+        while current is not None:
+            conversation_id, parent_id, active = conn.execute(
+                "SELECT conversation_id, parent_id, active FROM messages WHERE id = ?", (current,)
+            ).fetchone()
+            if not active:
+                conn.execute(
+                    "UPDATE messages SET active = (id = ?) WHERE parent_id IS ? AND conversation_id = ?",
+                    (current, parent_id, conversation_id),
+                )
+            current = parent_id
 
     def delete_message(self, message_id: int) -> int:
         """Hide a message until ``restore_message`` (or ``purge_deleted_messages``); returns
@@ -802,8 +812,9 @@ class Store:
     # ------------------------------------------------------------------ files
 
     def collect_garbage(self) -> int:
-        """Remove image files no message refers to (soft-deleted conversations still count as
-        referring) and temporary files left by a crash. Returns how many files went."""
+        """Remove image files no message refers to (soft-deleted conversations and messages
+        still count as referring: they can be undone) and temporary files left by a crash.
+        Returns how many files went."""
         referenced = {row[0] for row in self._conn.execute("SELECT DISTINCT file FROM message_images")}
         return remove_unreferenced(self.images_dir, referenced)
 

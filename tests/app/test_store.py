@@ -482,12 +482,19 @@ def test_regenerating_keeps_each_reply_as_a_version(store: Store) -> None:
     shown = store.messages(conversation_id)
     assert [m.text for m in shown] == ["2+2?", "4"] and (shown[1].version, shown[1].version_count) == (1, 3)
     # What follows a version belongs to it: switching away and back brings it back.
-    store.add_message(conversation_id, Role.USER, "and 3+3?")
+    follow_up = store.add_message(conversation_id, Role.USER, "and 3+3?")
     store.select_version(third.id)
     assert texts(store, conversation_id) == ["2+2?", "IV"]
     store.select_version(first)
     assert texts(store, conversation_id) == ["2+2?", "4", "and 3+3?"]
     assert len({m.position for m in store.messages(conversation_id)}) == 3
+    # Selecting (or regenerating) a message on a branch not shown shows that branch.
+    store.select_version(third.id)
+    store.select_version(follow_up.id)
+    assert texts(store, conversation_id) == ["2+2?", "4", "and 3+3?"]
+    store.select_version(third.id)
+    fourth = store.regenerate_reply(first)
+    assert [(m.id, m.version) for m in store.messages(conversation_id)] == [(question, 1), (fourth.id, 4)]
 
     with pytest.raises(NotFound):
         store.regenerate_reply(question)  # a user message is edited, not regenerated
