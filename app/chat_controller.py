@@ -4,6 +4,13 @@ Every reply streams into the view (only when its conversation is shown) and into
 store (at least every half second, marked complete at the end), so killing the app at
 any moment loses at most the last half second of a reply, which reopens as interrupted.
 Several conversations can generate at once: each keeps its own request handle.
+
+Nothing the user does loses a reply: Regenerate adds a version of it and Edit a branch
+(the switcher under a message steps through them), each reply records the model and the
+sampling that wrote it when it begins, and Delete hides a message, with Undo, until purged
+at the next start a week later. Delete on a user message takes its turn (the reply to it)
+along and leaves what followed; on a reply, only the reply. Switching versions, editing,
+regenerating and deleting wait until the conversation is not generating.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ from __future__ import annotations
 import enum
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -31,7 +40,7 @@ from app.chat import (
 )
 from app.chat.lru import LruCache
 from app.model_session import ModelSession
-from app.store import Conversation, ImageRef, Message, Store
+from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
 from app.store import MessageState as StoredState
 from engine import (
     ChatMessage,
@@ -40,6 +49,7 @@ from engine import (
     DecodedImage,
     EngineError,
     ImageRejected,
+    LoadedModel,
     PromptSize,
     RequestHandle,
     Role,
@@ -52,6 +62,16 @@ NEW_TITLE = "New chat"
 SAVE_INTERVAL_MS = 500
 DECODED_IMAGE_CACHE = 32
 MEASURE_DEBOUNCE_MS = 300  # the context count follows typing this long after it pauses
+DELETED_KEPT_S = 7 * 24 * 3600  # deleted conversations and messages, until the next start purges them
+
+NO_MODEL = "Load a model first: choose one under Models and press Load."
+WAIT_FOR_REPLY = "Wait for the reply, or stop it (Esc), before sending again."
+WAIT_TO_SWITCH = "Wait for the reply, or stop it (Esc), before switching versions."
+WAIT_TO_DELETE = "Wait for the reply, or stop it (Esc), before deleting messages."
+WAIT_TO_REGENERATE = "Wait for the reply, or stop it (Esc), before regenerating."
+
+# Makes the reply row: begin_reply, regenerate_reply or resume_reply, given who writes it.
+StartReply = Callable[[ReplyModel, dict[str, Any]], Message]
 
 _VIEW_STATE = {
     StoredState.COMPLETE: MessageState.DONE,
@@ -154,6 +174,9 @@ class ChatController(QObject):
         view.edit_requested.connect(self.edit)
         view.regenerate_requested.connect(self.regenerate)
         view.continue_requested.connect(self.continue_reply)
+        view.delete_requested.connect(self.delete_message)
+        view.version_requested.connect(self.switch_version)
+        view.undo_bar.undo_requested.connect(self.undo_delete_message)
         conversations.new_requested.connect(self.new_conversation)
         conversations.selected.connect(self.select)
         conversations.rename_requested.connect(self.rename)
@@ -170,7 +193,8 @@ class ChatController(QObject):
         """After a crash, replies left streaming reopen as interrupted."""
         interrupted = self.store.mark_interrupted_replies()
         self.store.collect_garbage()
-        self.store.purge_deleted(older_than=7 * 24 * 3600)
+        self.store.purge_deleted(older_than=DELETED_KEPT_S)
+        self.store.purge_deleted_messages(older_than=DELETED_KEPT_S)
         self.refresh_list()
         existing = self.store.list_conversations()
         if existing:
@@ -221,6 +245,8 @@ class ChatController(QObject):
 
     def select(self, conversation_id: int) -> None:
         self._cancel_edit()
+        if conversation_id != self.current_id:
+            self.view.undo_bar.dismiss()  # undo is for a message of the conversation shown
         self.current_id = conversation_id
         self.conversations.set_current(conversation_id)
         conversation = self.store.get_conversation(conversation_id)
@@ -245,6 +271,7 @@ class ChatController(QObject):
         self.store.delete_conversation(conversation_id)
         if self.current_id == conversation_id:
             self.current_id = None
+            self.view.undo_bar.dismiss()
             self.view.clear()
         self.refresh_list()
 
@@ -268,7 +295,7 @@ class ChatController(QObject):
     def submit(self, text: str, attachments: list[Attachment]) -> None:
         model = self.session.ready_model
         if model is None:
-            self._refuse(text, attachments, "Load a model first: choose one under Models and press Load.")
+            self._refuse(text, attachments, NO_MODEL)
             return
         if attachments and not model.has_vision:
             self._refuse(text, attachments, "This model has no vision projector: images cannot be sent.")
@@ -286,7 +313,7 @@ class ChatController(QObject):
             self.new_conversation()
         assert self.current_id is not None
         if self.current_id in self._streams:
-            self._refuse(text, attachments, "Wait for the reply, or stop it (Esc), before sending again.")
+            self._refuse(text, attachments, WAIT_FOR_REPLY)
             return
         size = self.measured_size(text)
         if size is not None and not size.fits:
@@ -308,7 +335,10 @@ class ChatController(QObject):
             self.store.rename(conversation_id, _title_from(text))
         self.view.append_message(self._view_message(message))
         self.refresh_list()
-        self._generate(conversation_id)
+        self._generate(
+            conversation_id,
+            lambda writer, sampling: self.store.begin_reply(conversation_id, writer, sampling),
+        )
 
     def _refuse(self, text: str, attachments: list[Attachment], reason: str) -> None:
         """Give the user their message back, with the reason."""
@@ -328,12 +358,15 @@ class ChatController(QObject):
             stream.handle.cancel()
 
     def regenerate(self, message_id: int) -> None:
-        message = self.store.get_message(message_id)
-        if message.conversation_id in self._streams:
+        """Write the reply again, as a new version of it: the earlier one stays a ‹ away."""
+        conversation_id = self.store.get_message(message_id).conversation_id
+        if conversation_id in self._streams:
+            self.status.emit(WAIT_TO_REGENERATE)
             return
-        self.store.truncate_after(message_id, inclusive=True)
-        self.select(message.conversation_id)
-        self._generate(message.conversation_id)
+        self._generate(
+            conversation_id,
+            lambda writer, sampling: self.store.regenerate_reply(message_id, writer, sampling),
+        )
 
     def edit(self, message_id: int) -> None:
         message = self.store.get_message(message_id)
@@ -344,12 +377,19 @@ class ChatController(QObject):
         self.composer.begin_edit(message.text)
 
     def _resend_edit(self, text: str) -> None:
+        """The edited text as a new version of the message, answered anew: the earlier text
+        and everything after it stay a ‹ away."""
         assert self._editing is not None
-        message = self.store.edit_message(self._editing, text)
-        self.store.truncate_after(message.id)
+        conversation_id = self.store.get_message(self._editing).conversation_id
+        if conversation_id in self._streams:
+            self._refuse(text, [], WAIT_FOR_REPLY)
+            return
+        self.store.edit_and_branch(self._editing, text)
         self._editing = None
-        self.select(message.conversation_id)
-        self._generate(message.conversation_id)
+        self._generate(
+            conversation_id,
+            lambda writer, sampling: self.store.begin_reply(conversation_id, writer, sampling),
+        )
 
     def _cancel_edit(self) -> None:
         if self._editing is not None:
@@ -358,11 +398,55 @@ class ChatController(QObject):
                 self.composer.cancel_edit()
 
     def continue_reply(self, message_id: int) -> None:
-        message = self.store.get_message(message_id)
-        if message.conversation_id in self._streams or self.session.ready_model is None:
+        """Go on writing a reply that was cut off; it keeps the model that began it."""
+        conversation_id = self.store.get_message(message_id).conversation_id
+        if conversation_id in self._streams:
             return
-        message = self.store.resume_reply(message_id)
-        self._generate(message.conversation_id, resume=message)
+        self._generate(conversation_id, lambda *_: self.store.resume_reply(message_id), resume=True)
+
+    # -- versions and deleting ------------------------------------------------------------
+
+    def switch_version(self, message_id: int, step: int) -> None:
+        """Show the version ``step`` away (-1: the one before) of a message, and after it the
+        branch that version had. Refused while the conversation is generating: the reply
+        being written belongs to the path shown."""
+        conversation_id = self.store.get_message(message_id).conversation_id
+        if conversation_id in self._streams:
+            self.status.emit(WAIT_TO_SWITCH)
+            return
+        target = self.store.versions(message_id).step(step)
+        if target is None:
+            return
+        self._cancel_edit()
+        self.store.select_version(target)
+        self._show_path(conversation_id)
+
+    def delete_message(self, message_id: int) -> None:
+        """Hide a message (a user message with the reply to it), offering Undo."""
+        message = self.store.get_message(message_id)
+        if message.conversation_id in self._streams:
+            self.status.emit(WAIT_TO_DELETE)
+            return
+        self._cancel_edit()
+        version = self.store.versions(message_id).count > 1
+        count = self.store.delete_message(message_id)
+        self._show_path(message.conversation_id)
+        if version:
+            after = count - 1
+            what = "this version" + (f" and the {after} message{'s' * (after > 1)} after it" if after else "")
+        elif message.role is Role.USER:
+            what = "your message" + {1: "", 2: " and its reply"}.get(count, " and its replies")
+        else:
+            what = "the reply"
+        self.view.undo_bar.offer(message_id, f"Deleted {what}")
+
+    def undo_delete_message(self, message_id: int) -> None:
+        try:
+            conversation_id = self.store.get_message(message_id).conversation_id
+        except NotFound:
+            return  # purged meanwhile
+        self.store.restore_message(message_id)
+        self._show_path(conversation_id)
 
     # -- the context count ------------------------------------------------------------------
 
@@ -415,26 +499,29 @@ class ChatController(QObject):
 
     # -- generation -----------------------------------------------------------------------
 
-    def _generate(self, conversation_id: int, resume: Message | None = None) -> None:
+    def _generate(self, conversation_id: int, start: StartReply, resume: bool = False) -> None:
+        """Answer the conversation's path in a reply row made by ``start`` (which goes on
+        with the row's text when ``resume``), streamed into the view and the store."""
         model = self.session.ready_model
         if model is None:
+            self.status.emit(NO_MODEL)
             return
         conversation = self.store.get_conversation(conversation_id)
-        history = [m for m in self.store.messages(conversation_id) if resume is None or m.id != resume.id]
         settings = SamplingSettings.from_dict(conversation.sampling or {})
+        settings = replace(settings, system_prompt=conversation.system_prompt or "")
+        reply = start(_writer(model), settings.to_dict())
+        path = self.store.messages(conversation_id)
         try:
-            messages = self._chat_messages(conversation, history)
+            request = ChatRequest(
+                messages=tuple(self._chat_messages(conversation, [m for m in path if m.id != reply.id])),
+                sampling=settings.to_params(),
+                max_tokens=settings.max_tokens,
+                owner=str(conversation_id),
+                assistant_prefix=reply.text if resume else "",
+            )
         except EngineError as exc:
-            self.status.emit(exc.message)
+            self._fail_to_start(reply, exc)
             return
-        request = ChatRequest(
-            messages=tuple(messages),
-            sampling=settings.to_params(),
-            max_tokens=settings.max_tokens,
-            owner=str(conversation_id),
-            assistant_prefix=resume.text if resume is not None else "",
-        )
-        reply = resume if resume is not None else self.store.begin_reply(conversation_id)
         stream = _ReplyInFlight(conversation_id, reply.id, None, text=reply.text, saved=reply.text)
 
         def connect(handle: RequestHandle) -> None:
@@ -448,22 +535,27 @@ class ChatController(QObject):
         try:
             model.submit(request, connect)
         except EngineError as exc:
-            self.store.finish_reply(reply.id, reply.text, StoredState.FAILED, error=exc.message)
-            if conversation_id == self.current_id:
-                self.select(conversation_id)
-            self.status.emit(exc.message)
+            self._fail_to_start(reply, exc)
             return
         self._streams[conversation_id] = stream
         if conversation_id == self.current_id:
-            if resume is None:
-                self.view.append_message(MessageData(reply.id, Role.ASSISTANT, "", MessageState.PENDING))
-            else:
+            self.view.undo_bar.dismiss()  # the conversation moved on: the delete is final
+            if resume:
                 self.view.set_state(reply.id, MessageState.STREAMING, text=reply.text)
+            else:
+                self._show_path(conversation_id, path)
             self.view.scroll_to_bottom()
             self.composer.set_generating(True)
         self._set_stage(stream, ReplyStage.WAITING)
         self._save_timer.start()
         self.streaming_changed.emit(len(self._streams))
+
+    def _fail_to_start(self, reply: Message, error: EngineError) -> None:
+        self.store.finish_reply(reply.id, reply.text, StoredState.FAILED, error=error.message)
+        self._show_path(reply.conversation_id)
+        if reply.conversation_id == self.current_id:
+            self.view.set_state(reply.id, MessageState.FAILED, error=error.message)
+        self.status.emit(error.message)
 
     def _chat_messages(self, conversation: Conversation, history: list[Message]) -> list[ChatMessage]:
         model = self.session.ready_model
@@ -596,20 +688,71 @@ class ChatController(QObject):
             conversation.id, conversation.title, datetime.fromtimestamp(conversation.updated)
         )
 
+    def _show_path(self, conversation_id: int, path: list[Message] | None = None) -> None:
+        """Bring the view in line with the conversation's path (``path``, if just read):
+        only the rows from the first that differs are replaced."""
+        if conversation_id != self.current_id:
+            return
+        path = self.store.messages(conversation_id) if path is None else path
+        shown = self.view.messages()
+        same = 0
+        for data, message in zip(shown, path, strict=False):
+            if (data.id, data.version, data.version_count) != (
+                message.id,
+                message.version,
+                message.version_count,
+            ):
+                break
+            same += 1
+        if same < len(shown) or same < len(path):
+            self.view.replace_from(same, (self._view_message(m) for m in path[same:]))
+
     def _view_message(self, message: Message) -> MessageData:
         stream = self._streams.get(message.conversation_id)
-        if stream is not None and stream.message_id == message.id:
-            return MessageData(message.id, message.role, stream.text, MessageState.STREAMING)
         stats = ReplyStats.from_dict(message.stats) if message.stats else None
         images = tuple(
             ImageThumb(ref.read_bytes(), ref.path.name) for ref in message.images if ref.path.exists()
         )
+        if stream is not None and stream.message_id == message.id:
+            text, state = stream.text, MessageState.STREAMING if stream.text else MessageState.PENDING
+        else:
+            text, state = message.text, _VIEW_STATE.get(message.state, MessageState.DONE)
         return MessageData(
             message.id,
             message.role,
-            message.text,
-            _VIEW_STATE.get(message.state, MessageState.DONE),
+            text,
+            state,
             images,
             stats,
             message.error or "",
+            author=_author(message),
+            author_details=_author_details(message),
+            version=message.version,
+            version_count=message.version_count,
         )
+
+
+def _writer(model: LoadedModel) -> ReplyModel:
+    info = model.plan.model
+    return ReplyModel(info.display_name, str(info.path), info.file_type)
+
+
+def _author(message: Message) -> str:
+    """``Tiny Llama · F32`` over a reply; "" when who wrote it was not recorded."""
+    model = message.model
+    if model is None:
+        return ""
+    quantization = model.quantization
+    if not quantization or quantization == "unknown" or quantization.casefold() in model.name.casefold():
+        return model.name
+    return f"{model.name} · {quantization}"
+
+
+def _author_details(message: Message) -> str:
+    """The file and the sampling settings a reply was written with."""
+    lines = []
+    if message.model is not None and message.model.file:
+        lines.append(message.model.file)
+    if message.sampling:
+        lines.append(SamplingSettings.from_dict(message.sampling).summary())
+    return "\n".join(lines)

@@ -488,7 +488,6 @@ class MainWindow(QMainWindow):
         self.status_label.setText(error.message)
 
     def _on_model_ready(self, model) -> None:  # model: engine.loaded_model.LoadedModel
-        self.message_view.set_assistant_name(model.plan.model.display_name)
         self.status_label.setText(f"{model.plan.model.display_name} is ready.")
         if self.dashboard is not None:
             self.dashboard.set_model(model)

@@ -14,11 +14,19 @@ What the app does with it::
     store = Store(paths.database_file)       # migrates (after a backup) or refuses a newer DB
     store.mark_interrupted_replies()         # at startup: replies cut off by a crash
     store.collect_garbage()                  # image files nothing refers to any more
-    reply = store.begin_reply(conversation.id)
+    reply = store.begin_reply(conversation.id, ReplyModel(name, path, quantization), sampling)
     store.update_reply(reply.id, text)       # while streaming, at most every 0.5 s: one UPDATE
     store.finish_reply(reply.id, completion.text, MessageState.COMPLETE,
                        completion.stop_reason, ReplyStats.from_completion(completion).to_dict(),
                        completion.reply_tokens, tokens_model=completion.model_identity)
+    again = store.regenerate_reply(reply.id, ...)   # a second version; the first is kept
+    store.select_version(reply.id)           # show the first again: store.versions(reply.id)
+    store.edit_and_branch(question.id, text) # the question edited: the old branch is kept
+    store.delete_message(question.id)        # hidden (the turn) until restore_message
+    store.messages(conversation.id)          # the path shown, what the model is sent
+
+Messages form a tree (``parent_id``): a message's versions are its siblings, one of them
+selected (``active``), and a conversation is the path through the selected versions.
 
 The schema and its migrations are in ``app/store_migrations.py``, the files beside the database
 in ``app/store_files.py``, the row types and errors in ``app/store_records.py``; this module
@@ -60,7 +68,9 @@ from app.store_records import (
     MessageState,
     MigrationFailed,
     NotFound,
+    ReplyModel,
     StoreError,
+    Versions,
 )
 from engine import Role
 
@@ -77,8 +87,10 @@ __all__ = [
     "Migration",
     "MigrationFailed",
     "NotFound",
+    "ReplyModel",
     "Store",
     "StoreError",
+    "Versions",
     "fts_available",
 ]
 
@@ -117,8 +129,21 @@ def _loads_object(text: str | None) -> dict[str, Any]:
 
 _CONVERSATION_COLUMNS = "id, title, created, updated, system_prompt, sampling, preset, model_hint, deleted_at"
 _MESSAGE_COLUMNS = (
-    "id, conversation_id, position, role, text, state, stop_reason, error, stats, tokens, created, updated,"
-    " tokens_model"
+    "m.id, m.conversation_id, m.position, m.role, m.text, m.state, m.stop_reason, m.error, m.stats, m.tokens,"
+    " m.created, m.updated, m.tokens_model, m.parent_id, m.model_name, m.model_file, m.model_quantization,"
+    " m.sampling,"
+    # Its number among its versions not deleted (itself counted when it is), and how many.
+    " (SELECT count(*) FROM messages s WHERE s.parent_id IS m.parent_id"
+    " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id) AND s.id <= m.id),"
+    " (SELECT count(*) FROM messages s WHERE s.parent_id IS m.parent_id"
+    " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id))"
+)
+# The path a conversation shows: from its selected first message through selected children
+# (deleted ones included: what followed them still follows). Its placeholder: the conversation.
+_PATH = (
+    "WITH RECURSIVE path (id) AS ("
+    " SELECT id FROM messages WHERE parent_id IS NULL AND conversation_id = ? AND active"
+    " UNION ALL SELECT m.id FROM path JOIN messages m ON m.parent_id = path.id WHERE m.active)"
 )
 
 
@@ -324,7 +349,7 @@ class Store:
     def search(self, query: str) -> list[Conversation]:
         """Conversations (not deleted) whose title or any message text contains ``query``,
         case-insensitively (a substring: "ödi" finds "Schrödinger"), most recently updated
-        first."""
+        first. Every version counts, shown or not; deleted messages do not."""
         needle = query.strip()
         if not needle:
             return self.list_conversations()
@@ -336,13 +361,16 @@ class Store:
             # few there are, and they are scanned.
             content = (
                 "SELECT m.conversation_id FROM message_fts f JOIN messages m ON m.id = f.rowid"
-                " WHERE message_fts MATCH ?"
+                " WHERE message_fts MATCH ? AND m.deleted_at IS NULL"
                 " UNION SELECT conversation_id FROM messages"
-                " WHERE state = 'streaming' AND instr(hearth_fold(text), ?) > 0"
+                " WHERE state = 'streaming' AND deleted_at IS NULL AND instr(hearth_fold(text), ?) > 0"
             )
             content_values: tuple[str, ...] = ('"' + needle.replace('"', '""') + '"', folded)
         else:
-            content = "SELECT conversation_id FROM messages WHERE instr(hearth_fold(text), ?) > 0"
+            content = (
+                "SELECT conversation_id FROM messages"
+                " WHERE deleted_at IS NULL AND instr(hearth_fold(text), ?) > 0"
+            )
             content_values = (folded,)
         rows = self._conn.execute(
             f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE deleted_at IS NULL"
@@ -358,16 +386,19 @@ class Store:
         sha256, identity, mime, size, file = row
         return ImageRef(sha256=sha256, identity=identity, mime=mime, size=size, path=self.images_dir / file)
 
-    def _messages_where(self, where: str, values: Sequence[Any]) -> list[Message]:
+    def _messages_where(self, where: str, values: Sequence[Any], with_: str = "") -> list[Message]:
+        """Messages (alias ``m``) matching ``where``, in conversation order; ``with_`` is a
+        WITH clause ``where`` may use (its placeholders come first in ``values``)."""
         rows = self._conn.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {where} ORDER BY conversation_id, position",
+            f"{with_} SELECT {_MESSAGE_COLUMNS} FROM messages m WHERE {where}"
+            " ORDER BY m.conversation_id, m.position",
             values,
         ).fetchall()
         images: dict[int, list[ImageRef]] = {}
         if rows:
             image_rows = self._conn.execute(
-                "SELECT message_id, sha256, identity, mime, size, file FROM message_images"
-                f" WHERE message_id IN (SELECT id FROM messages WHERE {where})"
+                f"{with_} SELECT message_id, sha256, identity, mime, size, file FROM message_images"
+                f" WHERE message_id IN (SELECT m.id FROM messages m WHERE {where})"
                 " ORDER BY message_id, position",
                 values,
             )
@@ -389,18 +420,40 @@ class Store:
                 created=row[10],
                 updated=row[11],
                 tokens_model=row[12] or "",
+                parent_id=row[13],
+                model=None if row[14] is None else ReplyModel(row[14], row[15] or "", row[16] or ""),
+                sampling=_loads_object(row[17]),
+                version=row[18],
+                version_count=row[19],
             )
             for row in rows
         ]
 
     def get_message(self, message_id: int) -> Message:
-        found = self._messages_where("id = ?", (message_id,))
+        """Any message, deleted or on another version's branch included."""
+        found = self._messages_where("m.id = ?", (message_id,))
         if not found:
             raise NotFound(f"Message {message_id} does not exist.")
         return found[0]
 
     def messages(self, conversation_id: int) -> list[Message]:
-        return self._messages_where("conversation_id = ?", (conversation_id,))
+        """What the conversation shows and sends to the model: the path through the
+        versions selected, without deleted messages."""
+        return self._messages_where(
+            "m.id IN (SELECT id FROM path) AND m.deleted_at IS NULL", (conversation_id,), _PATH
+        )
+
+    def _row(self, conn: sqlite3.Connection, message_id: int, role: Role | None = None) -> tuple[Any, ...]:
+        """(conversation_id, parent_id, role, active) of a message not deleted, or NotFound."""
+        row = conn.execute(
+            "SELECT conversation_id, parent_id, role, active FROM messages"
+            " WHERE id = ? AND deleted_at IS NULL",
+            (message_id,),
+        ).fetchone()
+        if row is None or (role is not None and row[2] != role.value):
+            kind = {None: "Message", Role.USER: "User message", Role.ASSISTANT: "Reply"}.get(role, "Message")
+            raise NotFound(f"{kind} {message_id} does not exist.")
+        return row
 
     def _insert_message(
         self,
@@ -410,20 +463,54 @@ class Store:
         text: str,
         state: MessageState,
         now: float,
+        *,
+        sibling_of: int | None = None,
+        model: ReplyModel | None = None,
+        sampling: Mapping[str, Any] | None = None,
     ) -> int:
-        """A message row last in its conversation, which counts as updated ``now``; its id."""
+        """A message row, which becomes the selected version where it goes: a new version of
+        ``sibling_of``, else last on the conversation's path. The conversation counts as
+        updated ``now``. Returns the new id."""
         if conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
             raise NotFound(f"Conversation {conversation_id} does not exist.")
+        if sibling_of is not None:
+            parent_id = self._row(conn, sibling_of)[1]
+        else:
+            # The path's last message has no children: the new one is selected as it is.
+            # Deleted messages still on the path count: what comes after them stays after them.
+            tail = conn.execute(
+                f"{_PATH} SELECT m.id FROM path JOIN messages m ON m.id = path.id"
+                " ORDER BY m.position DESC LIMIT 1",
+                (conversation_id,),
+            ).fetchone()
+            parent_id = None if tail is None else tail[0]
         position = conn.execute(
             "SELECT coalesce(max(position), -1) + 1 FROM messages WHERE conversation_id = ?",
             (conversation_id,),
         ).fetchone()[0]
         message_id = conn.execute(
-            "INSERT INTO messages (conversation_id, position, role, text, state, created, updated)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (conversation_id, position, role.value, text, state.value, now, now),
+            "INSERT INTO messages (conversation_id, position, role, text, state, created, updated, parent_id,"
+            " model_name, model_file, model_quantization, sampling, active)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                conversation_id,
+                position,
+                role.value,
+                text,
+                state.value,
+                now,
+                now,
+                parent_id,
+                None if model is None else model.name,
+                None if model is None else model.file,
+                None if model is None else model.quantization,
+                None if sampling is None else json.dumps(dict(sampling)),
+                sibling_of is None,
+            ),
         ).lastrowid
         assert message_id is not None
+        if sibling_of is not None:
+            self._select(conn, message_id)
         conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
         return message_id
 
@@ -434,8 +521,9 @@ class Store:
         text: str,
         images: Sequence[ImageInput] = (),
     ) -> Message:
-        """A finished message (the user's turn, a system note). Images are (bytes, mime) or
-        (bytes, mime, identity); identical bytes are stored once."""
+        """A finished message (the user's turn, a system note), last on the conversation's
+        path. Images are (bytes, mime) or (bytes, mime, identity); identical bytes are
+        stored once."""
         role = Role(role)
         stored = []
         for image in images:
@@ -453,19 +541,199 @@ class Store:
             )
         return self.get_message(message_id)
 
-    def begin_reply(self, conversation_id: int) -> Message:
-        """An empty assistant message in state STREAMING, last in the conversation."""
+    def begin_reply(
+        self,
+        conversation_id: int,
+        model: ReplyModel | None = None,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """An empty assistant message in state STREAMING, last on the conversation's path,
+        written by ``model`` with ``sampling`` (any JSON object: the GUI stores
+        ``SamplingSettings.to_dict()``)."""
         now = self._clock()
         with self._transaction() as conn:
             message_id = self._insert_message(
-                conn, conversation_id, Role.ASSISTANT, "", MessageState.STREAMING, now
+                conn,
+                conversation_id,
+                Role.ASSISTANT,
+                "",
+                MessageState.STREAMING,
+                now,
+                model=model,
+                sampling=sampling,
             )
         return self.get_message(message_id)
+
+    def regenerate_reply(
+        self,
+        message_id: int,
+        model: ReplyModel | None = None,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """A new version of a reply: empty and STREAMING, answering the same message, and
+        the one shown from now on. The earlier reply (and what followed it) stays as an
+        earlier version."""
+        now = self._clock()
+        with self._transaction() as conn:
+            conversation_id = self._row(conn, message_id, Role.ASSISTANT)[0]
+            reply_id = self._insert_message(
+                conn,
+                conversation_id,
+                Role.ASSISTANT,
+                "",
+                MessageState.STREAMING,
+                now,
+                sibling_of=message_id,
+                model=model,
+                sampling=sampling,
+            )
+        return self.get_message(reply_id)
+
+    def edit_and_branch(self, message_id: int, text: str) -> Message:
+        """A new version of a user message with ``text`` (and the same images), shown from
+        now on with nothing after it yet. The earlier text and everything that followed it
+        stay as an earlier branch."""
+        now = self._clock()
+        with self._transaction() as conn:
+            conversation_id = self._row(conn, message_id, Role.USER)[0]
+            edited = self._insert_message(
+                conn, conversation_id, Role.USER, text, MessageState.COMPLETE, now, sibling_of=message_id
+            )
+            conn.execute(
+                "INSERT INTO message_images (message_id, position, sha256, identity, mime, size, file)"
+                " SELECT ?, position, sha256, identity, mime, size, file FROM message_images"
+                " WHERE message_id = ?",
+                (edited, message_id),
+            )
+        return self.get_message(edited)
+
+    def versions(self, message_id: int) -> Versions:
+        """The message's versions not deleted (``current``: this message), oldest first."""
+        conversation_id, parent_id, _role, _active = self._row(self._conn, message_id)
+        ids = self._conn.execute(
+            "SELECT id FROM messages WHERE parent_id IS ? AND conversation_id = ? AND deleted_at IS NULL"
+            " ORDER BY id",
+            (parent_id, conversation_id),
+        ).fetchall()
+        return Versions(tuple(row[0] for row in ids), message_id)
+
+    def select_version(self, message_id: int) -> None:
+        """Show this version (and, after it, the versions selected in its branch)."""
+        with self._transaction() as conn:
+            self._row(conn, message_id)  # not a deleted one
+            self._select(conn, message_id)
+
+    @staticmethod
+    def _select(conn: sqlite3.Connection, message_id: int) -> None:
+        """Make the message the version selected among its siblings, and each message before
+        it that is not selected too: the conversation's path then goes through it."""
+        current: int | None = message_id
+        while current is not None:
+            conversation_id, parent_id, active = conn.execute(
+                "SELECT conversation_id, parent_id, active FROM messages WHERE id = ?", (current,)
+            ).fetchone()
+            if not active:
+                conn.execute(
+                    "UPDATE messages SET active = (id = ?) WHERE parent_id IS ? AND conversation_id = ?",
+                    (current, parent_id, conversation_id),
+                )
+            current = parent_id
+
+    def delete_message(self, message_id: int) -> int:
+        """Hide a message until ``restore_message`` (or ``purge_deleted_messages``); returns
+        how many messages went with it.
+
+        A message that has other versions goes as a version: with everything after it on
+        its branch, and the version before it (or else after it) is shown instead. A
+        message that is its only version leaves the conversation, and what followed it
+        stays: a user message takes the reply to it along (its turn), a reply goes alone."""
+        now = self._clock()
+        with self._transaction() as conn:
+            conversation_id, parent_id, role, active = self._row(conn, message_id)
+            others = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT id FROM messages WHERE parent_id IS ? AND conversation_id = ?"
+                    " AND deleted_at IS NULL AND id != ? ORDER BY id",
+                    (parent_id, conversation_id, message_id),
+                )
+            ]
+            if others:
+                hidden = self._subtree(conn, message_id)
+                if active:
+                    earlier = [other for other in others if other < message_id]
+                    self._select(conn, earlier[-1] if earlier else others[0])
+            else:
+                hidden = [message_id]
+                if role == Role.USER.value:
+                    # Its reply goes too, every version of it; a version not shown takes its
+                    # branch (nothing could reach it any more), the one shown leaves what
+                    # followed it in the conversation.
+                    for child, child_active in conn.execute(
+                        "SELECT id, active FROM messages WHERE parent_id = ? AND role = 'assistant'"
+                        " AND deleted_at IS NULL",
+                        (message_id,),
+                    ).fetchall():
+                        hidden.extend([child] if child_active else self._subtree(conn, child))
+            placeholders = ", ".join("?" * len(hidden))
+            return conn.execute(
+                "UPDATE messages SET deleted_at = ?, deleted_with = ?"
+                f" WHERE id IN ({placeholders}) AND deleted_at IS NULL",
+                (now, message_id, *hidden),
+            ).rowcount
+
+    @staticmethod
+    def _subtree(conn: sqlite3.Connection, message_id: int) -> list[int]:
+        """The message and everything after it on any branch."""
+        rows = conn.execute(
+            "WITH RECURSIVE branch (id) AS (SELECT ? UNION ALL"
+            " SELECT m.id FROM messages m JOIN branch ON m.parent_id = branch.id)"
+            " SELECT id FROM branch",
+            (message_id,),
+        )
+        return [row[0] for row in rows]
+
+    def restore_message(self, message_id: int) -> int:
+        """Undo ``delete_message(message_id)``: it and what went with it come back, and it is
+        the version shown. Returns how many messages came back (0: none was deleted)."""
+        with self._transaction() as conn:
+            restored = conn.execute(
+                "UPDATE messages SET deleted_at = NULL, deleted_with = NULL WHERE deleted_with = ?",
+                (message_id,),
+            ).rowcount
+            if restored:
+                self._select(conn, message_id)
+            return restored
+
+    def purge_deleted_messages(self, older_than: float = 0.0) -> int:
+        """Delete for good the messages deleted at least ``older_than`` seconds ago; what
+        followed a message that left the conversation is moved up to its parent. Returns how
+        many messages went; image files nothing refers to any more are removed."""
+        cutoff = self._clock() - older_than
+        with self._transaction() as conn:
+            count = conn.execute("SELECT count(*) FROM messages WHERE deleted_at <= ?", (cutoff,)).fetchone()[
+                0
+            ]
+            # A version not shown is deleted with its branch (ON DELETE CASCADE)...
+            conn.execute("DELETE FROM messages WHERE deleted_at <= ? AND NOT active", (cutoff,))
+            # ...a message on the path hands what follows it to its parent first.
+            for (message_id,) in conn.execute(
+                "SELECT id FROM messages WHERE deleted_at <= ? ORDER BY position", (cutoff,)
+            ).fetchall():
+                conn.execute(
+                    "UPDATE messages SET parent_id = (SELECT parent_id FROM messages WHERE id = ?)"
+                    " WHERE parent_id = ?",
+                    (message_id, message_id),
+                )
+                conn.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+        if count:
+            self.collect_garbage()
+        return count
 
     def update_reply(self, message_id: int, text: str) -> bool:
         """Save the text streamed so far: one UPDATE in its own implicit transaction, no fsync
         (synchronous=NORMAL), not indexed for search. False when the message is not streaming
-        any more (finished, truncated away, purged)."""
+        any more (finished, purged)."""
         cursor = self._conn.execute(
             "UPDATE messages SET text = ?, updated = ? WHERE id = ? AND state = 'streaming'",
             (text, self._clock(), message_id),
@@ -533,32 +801,6 @@ class Store:
                 raise NotFound(f"Reply {message_id} does not exist.")
         return self.get_message(message_id)
 
-    def edit_message(self, message_id: int, text: str) -> Message:
-        """Change a message's text (edit & resend); its tokens no longer spell it and go."""
-        with self._transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE messages SET text = ?, tokens = NULL, tokens_model = NULL, updated = ? WHERE id = ?",
-                (text, self._clock(), message_id),
-            )
-            if cursor.rowcount == 0:
-                raise NotFound(f"Message {message_id} does not exist.")
-        return self.get_message(message_id)
-
-    def truncate_after(self, message_id: int, inclusive: bool = False) -> int:
-        """Delete the messages after this one in its conversation (and this one too when
-        ``inclusive``): regenerate, edit & resend. Returns how many were deleted. Their image
-        files stay until collect_garbage (an undo could still want them)."""
-        with self._transaction() as conn:
-            row = conn.execute(
-                "SELECT conversation_id, position FROM messages WHERE id = ?", (message_id,)
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"Message {message_id} does not exist.")
-            comparison = ">=" if inclusive else ">"
-            return conn.execute(
-                f"DELETE FROM messages WHERE conversation_id = ? AND position {comparison} ?", row
-            ).rowcount
-
     def mark_interrupted_replies(self) -> int:
         """At startup: replies left STREAMING by a crash or kill become INTERRUPTED, with the
         text saved so far. Returns how many."""
@@ -570,8 +812,9 @@ class Store:
     # ------------------------------------------------------------------ files
 
     def collect_garbage(self) -> int:
-        """Remove image files no message refers to (soft-deleted conversations still count as
-        referring) and temporary files left by a crash. Returns how many files went."""
+        """Remove image files no message refers to (soft-deleted conversations and messages
+        still count as referring: they can be undone) and temporary files left by a crash.
+        Returns how many files went."""
         referenced = {row[0] for row in self._conn.execute("SELECT DISTINCT file FROM message_images")}
         return remove_unreferenced(self.images_dir, referenced)
 

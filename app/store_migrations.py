@@ -74,8 +74,42 @@ def _migrate_to_2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE messages ADD COLUMN tokens_model TEXT")
 
 
+def _migrate_to_3(conn: sqlite3.Connection) -> None:
+    # Messages become a tree, so regenerating or editing adds a version instead of deleting
+    # the old one: a message's versions are its siblings, ``active`` marks the one selected
+    # among them, and a conversation is the path from its active first message through
+    # active children. Columns are added, not the table rebuilt: a rebuild would have to
+    # drop the table, and with foreign keys on (they cannot be turned off inside the
+    # migration's transaction) that cascades to message_images. ``position`` stays unique
+    # per conversation as the creation order, which is the order along any path.
+    statements = (
+        "ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages (id) ON DELETE CASCADE",
+        "ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1))",
+        # Who wrote a reply and with which sampling settings (JSON); NULL before version 3.
+        "ALTER TABLE messages ADD COLUMN model_name TEXT",
+        "ALTER TABLE messages ADD COLUMN model_file TEXT",
+        "ALTER TABLE messages ADD COLUMN model_quantization TEXT",
+        "ALTER TABLE messages ADD COLUMN sampling TEXT",
+        # Deleted messages are hidden until purged, so Delete can be undone; deleted_with is
+        # the message the user deleted, for every row that went with it.
+        "ALTER TABLE messages ADD COLUMN deleted_at REAL",
+        "ALTER TABLE messages ADD COLUMN deleted_with INTEGER",
+        # Until now a conversation was a list: each message's parent is the one before it.
+        """UPDATE messages SET parent_id = (
+            SELECT p.id FROM messages p
+            WHERE p.conversation_id = messages.conversation_id AND p.position < messages.position
+            ORDER BY p.position DESC LIMIT 1
+        )""",
+        # Children of a message (the path, one step at a time) and first messages
+        # (parent_id IS NULL, by conversation); also what ON DELETE CASCADE looks up.
+        "CREATE INDEX messages_children ON messages (parent_id, conversation_id, active)",
+    )
+    for statement in statements:
+        conn.execute(statement)
+
+
 # Index i migrates version i to i + 1. Append only: a released migration never changes.
-MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2)
+MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2, _migrate_to_3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The full-text index is not part of the versioned schema: whether FTS5 (with the trigram

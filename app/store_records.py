@@ -86,6 +86,37 @@ class ImageRef:
 
 
 @dataclass(frozen=True)
+class ReplyModel:
+    """The model that wrote a reply, as it was when it wrote it (the file may be gone since)."""
+
+    name: str  # ModelInfo.display_name
+    file: str  # the GGUF's path
+    quantization: str  # ModelInfo.file_type, e.g. "Q4_K_M"
+
+
+@dataclass(frozen=True)
+class Versions:
+    """A message's versions (itself and its siblings: the other answers to the same
+    message, or the other texts of an edited one), oldest first; ``current`` is shown."""
+
+    ids: tuple[int, ...]
+    current: int
+
+    @property
+    def index(self) -> int:
+        return self.ids.index(self.current)
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def step(self, offset: int) -> int | None:
+        """The id ``offset`` versions away from the current one (None past either end)."""
+        target = self.index + offset
+        return self.ids[target] if 0 <= target < len(self.ids) else None
+
+
+@dataclass(frozen=True)
 class Conversation:
     id: int
     title: str
@@ -105,9 +136,13 @@ class Conversation:
 
 @dataclass(frozen=True)
 class Message:
+    """One message. Messages form a tree: each has a ``parent_id`` (None for a first
+    message), a message's versions are its siblings, and what a conversation shows (and
+    sends to the model) is the path through the versions selected."""
+
     id: int
     conversation_id: int
-    position: int
+    position: int  # creation order in its conversation: a child always comes after its parent
     role: Role
     text: str
     state: MessageState
@@ -119,6 +154,11 @@ class Message:
     created: float
     updated: float
     tokens_model: str = ""  # the model that made ``tokens`` (Completion.model_identity)
+    parent_id: int | None = None
+    version: int = 1  # this one's number among its versions, from 1
+    version_count: int = 1
+    model: ReplyModel | None = None  # who wrote a reply (None: a user message, or not recorded)
+    sampling: dict[str, Any] = field(default_factory=dict, hash=False)  # what the reply used
 
     def to_chat_message(self) -> ChatMessage:
         return ChatMessage(self.role, self.text, self.images, self.tokens, self.tokens_model)

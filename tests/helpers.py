@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QWidget
 
+from app.chat import MessageView
 from app.main_window import MainWindow
 from app.model_session import SessionState
 from app.paths import AppPaths
@@ -117,3 +118,21 @@ def set_max_tokens(window: MainWindow, max_tokens: int) -> None:
     settings = panel.settings()
     panel.set_settings(type(settings)(**{**settings.to_dict(), "max_tokens": max_tokens}))
     panel.changed.emit(panel.settings())
+
+
+def footer_point(view: MessageView, message_id: object, text: str) -> QPoint:
+    """Viewport coordinates of what the actions line under a message shows as ``text``
+    ("Copy", "Regenerate", "‹", "2/3"...), as laid out now."""
+    i = view._rows.find(message_id)
+    assert i is not None, f"{message_id} is not shown"
+    top = view.message_rect(message_id).top()
+    for item in view._footer(i):
+        if item.text == text:
+            return QPoint(view._column_x() + item.rect.center().x(), top + item.rect.center().y())
+    raise AssertionError(f"{text!r} not shown under {message_id}")
+
+
+def click_footer(qtbot, view: MessageView, message_id: object, text: str) -> None:
+    """Scroll a message into view and click ``text`` on the actions line under it."""
+    view.scroll_to_message(message_id)
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=footer_point(view, message_id, text))

@@ -38,8 +38,8 @@ from PySide6.QtWidgets import (
 
 from app.chat.data import ConversationId, ConversationSummary
 from app.chat.theme import ChatColors, mix
+from app.chat.undo_bar import UndoBar
 
-UNDO_SECONDS = 8
 SEARCH_DEBOUNCE_MS = 200
 ID_ROLE = Qt.ItemDataRole.UserRole
 SUMMARY_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -237,17 +237,11 @@ class ConversationList(QWidget):
         self.empty_label.setWordWrap(True)
         self.empty_label.setEnabled(False)
 
-        self.undo_bar = QFrame()
-        self.undo_bar.setObjectName("undoBar")
-        undo_layout = QHBoxLayout(self.undo_bar)
-        undo_layout.setContentsMargins(10, 4, 4, 4)
-        self.undo_label = QLabel()
-        self.undo_button = QPushButton("Undo")
+        self.undo_bar = UndoBar()
+        self.undo_button = self.undo_bar.button
         self.undo_button.setObjectName("undoDelete")
-        self.undo_button.clicked.connect(self.undo_delete)
-        undo_layout.addWidget(self.undo_label, 1)
-        undo_layout.addWidget(self.undo_button)
-        self.undo_bar.hide()
+        self.undo_bar.undo_requested.connect(self._undone)
+        self.undo_bar.expired.connect(self._undo_expired)
 
         top = QHBoxLayout()
         top.setContentsMargins(8, 8, 8, 4)
@@ -260,14 +254,7 @@ class ConversationList(QWidget):
         layout.addWidget(self.list, 1)
         layout.addWidget(self.empty_label, 1)
         layout.addWidget(self.undo_bar)
-        self.undo_bar.setStyleSheet(
-            "QFrame#undoBar { background: palette(alternate-base); border-top: 1px solid palette(mid); }"
-        )
 
-        self._undo_timer = QTimer(self)
-        self._undo_timer.setSingleShot(True)
-        self._undo_timer.setInterval(UNDO_SECONDS * 1000)
-        self._undo_timer.timeout.connect(self._undo_expired)
         self._search_timer = QTimer(self)
         self._search_timer.setSingleShot(True)
         self._search_timer.setInterval(SEARCH_DEBOUNCE_MS)
@@ -355,29 +342,25 @@ class ConversationList(QWidget):
 
     def request_delete(self, conversation_id: ConversationId) -> None:
         """Delete (what the menu and the Delete key do): hide it, emit ``delete_requested``
-        and offer Undo for UNDO_SECONDS."""
+        and offer Undo for a few seconds (``UndoBar``)."""
         summary = self._all.pop(conversation_id, None)
         if summary is None:
             return
-        if self._deleted is not None:
-            self._undo_expired()  # one undo at a time: the previous delete is now final
+        # One undo at a time: the offer for the previous delete ends, which makes it final.
+        self.undo_bar.offer(summary, f"Deleted “{_short(summary.title)}”")
         self._deleted = summary
         self._busy.pop(conversation_id, None)
         was_current = conversation_id == self._current
         self._refill()
-        self.undo_label.setText(f"Deleted “{_short(summary.title)}”")
-        self.undo_bar.show()
-        self._undo_timer.start()
         self.delete_requested.emit(conversation_id)
         if was_current:
             self._current = None
 
     def undo_delete(self) -> None:
-        summary, self._deleted = self._deleted, None
-        self._undo_timer.stop()
-        self.undo_bar.hide()
-        if summary is None:
-            return
+        self.undo_bar.undo()
+
+    def _undone(self, summary: ConversationSummary) -> None:
+        self._deleted = None
         self._all[summary.id] = summary
         self._refill()
         self.undo_delete_requested.emit(summary.id)
@@ -494,12 +477,9 @@ class ConversationList(QWidget):
         menu.addAction("Delete", lambda: self.request_delete(conversation_id))
         menu.exec(self.list.viewport().mapToGlobal(pos))
 
-    def _undo_expired(self) -> None:
-        summary, self._deleted = self._deleted, None
-        self._undo_timer.stop()
-        self.undo_bar.hide()
-        if summary is not None:
-            self.delete_committed.emit(summary.id)
+    def _undo_expired(self, summary: ConversationSummary) -> None:
+        self._deleted = None
+        self.delete_committed.emit(summary.id)
 
     def eventFilter(self, watched: object, event: QEvent) -> bool:
         # Down arrow from the search box moves into the list; Esc clears the search.

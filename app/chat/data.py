@@ -40,6 +40,9 @@ class MessageAction(enum.Enum):
     EDIT = "Edit"
     REGENERATE = "Regenerate"
     CONTINUE = "Continue"
+    DELETE = "Delete"
+    PREVIOUS_VERSION = "Previous version"  # drawn as ‹ beside "2/3"
+    NEXT_VERSION = "Next version"  # drawn as ›
 
 
 STOP_REASON_TEXT: dict[StopReason, str] = {
@@ -163,6 +166,10 @@ class MessageData:
     images: tuple[ImageThumb, ...] = ()
     stats: ReplyStats | None = None
     error: str = ""  # FAILED: the engine's one-line human message
+    author: str = ""  # above a reply: the model that wrote it ("": not known, "Assistant")
+    author_details: str = ""  # its tooltip: the file, the sampling settings
+    version: int = 1  # which of the message's versions this is, from 1 ("2/3" under it)
+    version_count: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, Qt
 from PySide6.QtGui import QColor, QImage, QLinearGradient, QPainter, QPalette
-from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QSplitter, QVBoxLayout, QWidget
 
 from app.chat.data import ConversationSummary, ImageThumb, MessageData, ReplyStats
@@ -81,12 +80,22 @@ def sample_messages() -> list[MessageData]:
     image = sample_image()
     return [
         MessageData("u1", Role.USER, "How do I sort a list of dicts by a key in Python?"),
-        MessageData("a1", Role.ASSISTANT, SAMPLE_REPLY, stats=sample_stats()),
+        MessageData(
+            "a1",
+            Role.ASSISTANT,
+            SAMPLE_REPLY,
+            stats=sample_stats(),
+            author="gemma-3-4b-it · Q4_K_M",
+            version=2,
+            version_count=2,
+        ),
         MessageData(
             "u2",
             Role.USER,
             "What is in this picture? Keep it short.",
             images=(ImageThumb(image, "sunset.png"),),
+            version=1,
+            version_count=3,
         ),
         MessageData(
             "a2",
@@ -101,6 +110,7 @@ def sample_messages() -> list[MessageData]:
                 drafted=18,
                 accepted=14,
             ),
+            author="gemma-3-4b-it · Q4_K_M",
         ),
     ]
 
@@ -168,7 +178,6 @@ def build_demo() -> QWidget:
     chat_layout.setContentsMargins(0, 0, 0, 0)
     chat_layout.setSpacing(0)
     view = MessageView()
-    view.set_assistant_name("gemma-3-4b-it Q4_K_M")
     view.set_messages(sample_messages())
     composer = Composer()
     composer.attach_images([("photo.png", sample_image(200, 140))])
@@ -202,10 +211,6 @@ def main(argv: list[str] | None = None) -> int:
             app.processEvents()
         view = window.view  # type: ignore[attr-defined]
         view.scroll_to_bottom()
-        app.processEvents()
-        # Hover the last reply so its actions show, as they do under the mouse.
-        last = view.messages()[-1].id
-        QTest.mouseMove(view.viewport(), view.message_rect(last).center())
         app.processEvents()
         window.grab().save(args.screenshot)
         return 0

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPoint, QPointF, QRect, Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QTextDocument
 
 from app.chat.data import MessageAction, MessageData, MessageId
 from app.chat.markdown import code_block_index
-from app.chat.message_layout import Geometry
+from app.chat.message_layout import FooterItem, Geometry
 
 
 @dataclass(frozen=True)
 class Hit:
     row: int
-    kind: str  # "action", "anchor", "body", "thumb", "stats", "row"
+    kind: str  # "action", "anchor", "body", "thumb", "stats", "header", "row"
     action: MessageAction | None = None
     anchor: str = ""
     position: int = -1  # character position in the document, for selection
@@ -38,15 +38,17 @@ def hit_in_row(
     i: int,
     geom: Geometry,
     local: QPoint,
-    actions: Sequence[tuple[MessageAction, QRect]],
+    footer: Sequence[FooterItem],
     documents: Sequence[tuple[QTextDocument, int, int]],
     selectable: bool,
 ) -> Hit:
-    """What row i shows at ``local`` (relative to the row's top-left): ``actions`` are the
-    buttons showing, ``documents`` the body's pieces as (document, top, height)."""
-    for action, rect in actions:
-        if rect.contains(local):
-            return Hit(i, "action", action=action)
+    """What row i shows at ``local`` (relative to the row's top-left): ``footer`` is its
+    actions line, ``documents`` the body's pieces as (document, top, height)."""
+    for item in footer:
+        if item.action is not None and item.rect.contains(local):
+            return Hit(i, "action", action=item.action)
+    if geom.header.contains(local):
+        return Hit(i, "header")
     for k, rect in enumerate(geom.thumbs):
         if rect.contains(local):
             return Hit(i, "thumb", thumb=k)
@@ -80,6 +82,8 @@ def position_in_body(doc: QTextDocument, geom: Geometry, local: QPoint) -> int:
 
 
 def tooltip(hit: Hit, data: MessageData) -> str:
+    if hit.kind == "header":
+        return data.author_details
     if hit.kind == "stats" and data.stats is not None:
         return data.stats.details()
     if hit.kind == "thumb":

@@ -31,6 +31,8 @@ PROGRESS_WIDTH = 260
 PROGRESS_HEIGHT = 3
 ACTION_PAD_X = 7
 ACTION_SPACING = 2
+VERSION_GAP = 10  # between the ‹ 2/3 › switcher and the actions
+VERSION_ARROWS = {MessageAction.PREVIOUS_VERSION: "‹", MessageAction.NEXT_VERSION: "›"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,17 @@ class Geometry:
     progress: QRect | None
     stats: QRect | None
     footer: QRect  # the actions line
+
+
+@dataclass(frozen=True)
+class FooterItem:
+    """One thing on a row's actions line: a button (``action``), or text that is not one
+    (the "2/3" of the version switcher, an arrow that leads nowhere now: ``dim``)."""
+
+    text: str
+    rect: QRect
+    action: MessageAction | None = None
+    dim: bool = False
 
 
 def column_width(viewport_width: int) -> int:
@@ -173,16 +186,29 @@ class MessageLayout:
         bounds = QRect(0, 0, width, 10_000)
         return self.small_fm.boundingRect(bounds, Qt.TextFlag.TextWordWrap, text).height()
 
-    def action_rects(
-        self, geom: Geometry, actions: Sequence[MessageAction], user: bool
-    ) -> list[tuple[MessageAction, QRect]]:
-        """The action buttons in the footer: under the user's bubble (right) or under the
-        reply (left)."""
-        widths = [self.small_fm.horizontalAdvance(a.value) + 2 * ACTION_PAD_X for a in actions]
-        total = sum(widths) + ACTION_SPACING * max(0, len(widths) - 1)
+    def footer_items(
+        self, geom: Geometry, actions: Sequence[MessageAction], user: bool, version_text: str = ""
+    ) -> list[FooterItem]:
+        """The footer line: the version switcher ``‹ 2/3 ›`` when ``version_text`` says the
+        message has versions (an arrow not in ``actions`` drawn dim), then the action
+        buttons; under the user's bubble (right) or under the reply (left)."""
+        # (text, action, dim, horizontal padding, gap after)
+        parts: list[tuple[str, MessageAction | None, bool, int, int]] = []
+        if version_text:
+            previous, following = VERSION_ARROWS
+            for action, text in ((previous, "‹"), (None, version_text), (following, "›")):
+                usable = action is None or action in actions
+                pad = ACTION_PAD_X if action is not None else 1
+                parts.append((text, action if usable else None, not usable, pad, 0))
+            parts[-1] = (*parts[-1][:4], VERSION_GAP)
+        for action in actions:
+            if action not in VERSION_ARROWS:
+                parts.append((action.value, action, False, ACTION_PAD_X, ACTION_SPACING))
+        widths = [self.small_fm.horizontalAdvance(text) + 2 * pad for text, _a, _d, pad, _g in parts]
+        total = sum(widths) + sum(gap for *_rest, gap in parts[:-1])
         x = geom.width - total if user else -ACTION_PAD_X
-        rects = []
-        for action, w in zip(actions, widths, strict=True):
-            rects.append((action, QRect(x, geom.footer.y(), w, geom.footer.height())))
-            x += w + ACTION_SPACING
-        return rects
+        items = []
+        for (text, action, dim, _pad, gap), w in zip(parts, widths, strict=True):
+            items.append(FooterItem(text, QRect(x, geom.footer.y(), w, geom.footer.height()), action, dim))
+            x += w + gap
+        return items

@@ -21,7 +21,7 @@ from PySide6.QtGui import (
 from app.chat.data import ImageThumb, MessageAction, MessageId, MessageState
 from app.chat.lru import LruCache
 from app.chat.message_documents import selection_cursor
-from app.chat.message_layout import BUBBLE_RADIUS, THUMB_SIZE, MessageLayout
+from app.chat.message_layout import BUBBLE_RADIUS, THUMB_SIZE, FooterItem, MessageLayout
 from app.chat.message_rows import Row
 from app.chat.theme import ChatColors
 from engine import Role
@@ -38,7 +38,7 @@ class RowPaint:
     status: tuple[str, str]  # text, colour role
     progress: float | None  # of the prompt read, while a progress bar shows
     stats: str
-    actions: Sequence[tuple[MessageAction, QRect]]  # empty while hidden
+    footer: Sequence[FooterItem]  # the version switcher and the actions
     hovered: MessageAction | None
     selection: tuple[int, int] | None  # anchor, position
     tick: int  # animation step of the writing dots
@@ -99,14 +99,15 @@ class MessagePainter:
                 line = self._layout.small_fm.elidedText(paint.stats, elide, geom.width)
                 painter.drawText(geom.stats, int(Qt.AlignmentFlag.AlignVCenter), line)
 
-        for action, rect in paint.actions:
-            hovered = paint.hovered is action
+        # Always shown, quietly (muted text, no frame); the one under the mouse lights up.
+        for item in paint.footer:
+            hovered = item.action is not None and paint.hovered is item.action
             if hovered:
                 painter.setPen(Qt.PenStyle.NoPen)
                 painter.setBrush(colors.hover)
-                painter.drawRoundedRect(QRectF(rect).adjusted(0, 1, 0, -1), 6, 6)
-            painter.setPen(colors.text if hovered else colors.muted)
-            painter.drawText(rect, int(Qt.AlignmentFlag.AlignCenter), action.value)
+                painter.drawRoundedRect(QRectF(item.rect).adjusted(0, 1, 0, -1), 6, 6)
+            painter.setPen(colors.text if hovered else colors.faint if item.dim else colors.muted)
+            painter.drawText(item.rect, int(Qt.AlignmentFlag.AlignCenter), item.text)
         painter.restore()
 
     def _paint_document(

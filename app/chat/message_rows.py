@@ -68,6 +68,8 @@ class MessageRows:
         self.progress: dict[MessageId, PrefillProgress] = {}
         self.queued: dict[MessageId, int] = {}  # how many requests are ahead
         self._growing: set[Row] = set()  # rows holding streamed text
+        # Replies pending or streaming, kept as rows change: every painted row asks.
+        self._active: set[MessageId] = set()
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -100,22 +102,36 @@ class MessageRows:
     def append(self, row: Row) -> None:
         self._rows.append(row)
         self._index[row.data.id] = len(self._rows) - 1
+        self._set_active(row.data)
         self._tops_dirty = True
 
     def remove(self, i: int) -> None:
-        row = self._rows.pop(i)
-        message_id = row.data.id
-        self._growing.discard(row)
+        self.truncate(i, i + 1)
+
+    def truncate(self, start: int, end: int | None = None) -> list[Row]:
+        """Take out rows ``start`` to ``end`` (default: the last); those rows."""
+        gone = self._rows[start:end]
+        del self._rows[start:end]
+        for row in gone:
+            self._growing.discard(row)
+            self.waited(row.data.id)
         self._reindex()
-        self.waited(message_id)
+        return gone
 
     def update(self, row: Row, message: MessageData) -> None:
         row.data = message
         row.pending.clear()
         self._growing.discard(row)
+        self._set_active(message)
         if not message.state.active:
             self.waited(message.id)
         self.invalidate(row)
+
+    def _set_active(self, message: MessageData) -> None:
+        if message.state.active:
+            self._active.add(message.id)
+        else:
+            self._active.discard(message.id)
 
     def append_text(self, row: Row, text: str) -> bool:
         """Streamed text for a reply, held until ``apply_pending``; the reply is STREAMING
@@ -123,6 +139,7 @@ class MessageRows:
         started = row.data.state is not MessageState.STREAMING
         if started:
             row.data = replace(row.data, state=MessageState.STREAMING)
+            self._active.add(row.data.id)
             self.waited(row.data.id)
         row.pending.append(text)
         self._growing.add(row)
@@ -162,6 +179,7 @@ class MessageRows:
 
     def _reindex(self) -> None:
         self._index = {row.data.id: i for i, row in enumerate(self._rows)}
+        self._active = {row.data.id for row in self._rows if row.data.state.active}
         self._tops_dirty = True
 
     # -- where rows are -------------------------------------------------------------------
@@ -193,7 +211,7 @@ class MessageRows:
     # -- what a row says and offers ---------------------------------------------------
 
     def busy(self) -> bool:
-        return any(r.data.state.active for r in self._rows)
+        return bool(self._active)
 
     def status(self, row: Row) -> tuple[str, str]:
         """(text, colour role) of the status line: "muted", "warning" or "error"."""
@@ -226,6 +244,8 @@ class MessageRows:
         return stats.summary()
 
     def actions(self, i: int) -> tuple[MessageAction, ...]:
+        """What row i offers now. While a reply is being written only Copy: the rest would
+        change the conversation under it (the version arrows show, disabled)."""
         row = self._rows[i]
         data = row.data
         actions = [MessageAction.COPY] if data.text or row.pending else []
@@ -233,12 +253,25 @@ class MessageRows:
             return tuple(actions)
         if data.role is Role.USER:
             actions.append(MessageAction.EDIT)
-        elif data.role is Role.ASSISTANT and i == self._last_assistant():
+        elif data.role is Role.ASSISTANT:
             cut_off = data.stats is not None and data.stats.stop_reason is StopReason.LENGTH
-            if data.state in (MessageState.INTERRUPTED, MessageState.CANCELLED) or cut_off:
+            resumable = data.state in (MessageState.INTERRUPTED, MessageState.CANCELLED) or cut_off
+            if resumable and i == self._last_assistant():
                 actions.append(MessageAction.CONTINUE)
             actions.append(MessageAction.REGENERATE)
+        if data.role is not Role.SYSTEM:
+            actions.append(MessageAction.DELETE)
+        if data.version > 1:
+            actions.append(MessageAction.PREVIOUS_VERSION)
+        if data.version < data.version_count:
+            actions.append(MessageAction.NEXT_VERSION)
         return tuple(actions)
+
+    @staticmethod
+    def version_text(row: Row) -> str:
+        """``2/3`` under a message that has versions ("" for one that has none)."""
+        data = row.data
+        return f"{data.version}/{data.version_count}" if data.version_count > 1 else ""
 
     def _last_assistant(self) -> int:
         for i in range(len(self._rows) - 1, -1, -1):

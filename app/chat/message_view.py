@@ -11,6 +11,10 @@ conversations stay smooth. The widget holds the events and the glue; the parts a
 - ``streaming_render``: a streaming reply in pieces, only its growing tail re-rendered;
 - ``message_painter`` and ``message_hits``: drawing a row, and what is under the mouse.
 
+Every message shows its actions (Copy, Edit or Regenerate, Delete) and, when it has
+versions, a ``‹ 2/3 ›`` switcher, without hovering; a reply is headed by the model that
+wrote it (``MessageData.author``). Deleting offers Undo in a bar under the messages.
+
 Streamed text comes already throttled by the engine (~30 deltas a second); the deltas
 that arrive before the next event-loop turn are laid out together then (later only after
 a slow layout: see ``ViewportLayout.settle_later``).
@@ -41,14 +45,22 @@ from app.chat.data import MessageAction, MessageData, MessageId, MessageState, R
 from app.chat.markdown import MarkdownStyle, code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
-from app.chat.message_layout import MessageLayout, column_x
+from app.chat.message_layout import FooterItem, MessageLayout, column_x
 from app.chat.message_painter import MessagePainter, RowPaint, square_thumbnail
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
 from app.chat.theme import ChatColors, markdown_style
+from app.chat.undo_bar import UndoBar
 from app.chat.viewport_layout import ViewportLayout
 from engine import Role
 
 __all__ = ["MessageView", "square_thumbnail"]
+
+
+def _author(data: MessageData) -> str:
+    if data.role is Role.ASSISTANT:
+        return data.author or "Assistant"
+    return "You" if data.role is Role.USER else "System"
+
 
 INDICATOR_INTERVAL_MS = 280
 
@@ -63,8 +75,10 @@ class MessageView(QAbstractScrollArea):
     """
 
     edit_requested = Signal(object)  # message id (a user message)
-    regenerate_requested = Signal(object)  # message id (the last assistant reply)
+    regenerate_requested = Signal(object)  # message id (a reply)
     continue_requested = Signal(object)  # message id (an interrupted or cut-off reply)
+    delete_requested = Signal(object)  # message id
+    version_requested = Signal(object, int)  # message id, -1 (the previous version) or +1
     copied = Signal(str)  # text put on the clipboard (a message, a selection or a code block)
     link_activated = Signal(str)  # a link in a reply was clicked (http(s) links also open)
     image_activated = Signal(object, int)  # message id, image index
@@ -80,7 +94,6 @@ class MessageView(QAbstractScrollArea):
         self.verticalScrollBar().setSingleStep(24)
 
         self._rows = MessageRows()
-        self._assistant_name = "Assistant"
         self._placeholder = "No messages yet"
 
         self._hover_row = -1
@@ -99,6 +112,10 @@ class MessageView(QAbstractScrollArea):
         self._indicator_timer = QTimer(self)
         self._indicator_timer.setInterval(INDICATOR_INTERVAL_MS)
         self._indicator_timer.timeout.connect(self._animate_indicator)
+
+        # Under the messages, in a viewport margin while it shows: it covers none of them.
+        self.undo_bar = UndoBar(self)
+        self.undo_bar.visibility_changed.connect(self._place_undo_bar)
 
     # -- public: content -----------------------------------------------------------
 
@@ -136,13 +153,27 @@ class MessageView(QAbstractScrollArea):
 
     def remove_message(self, message_id: MessageId) -> None:
         i = self._rows.find(message_id)
-        if i is None:
-            return
-        self._rows.remove(i)
-        self._documents.forget(message_id)
-        if self._selection is not None and self._selection.row_id == message_id:
+        if i is not None:
+            self._replace(i, i + 1, ())
+
+    def replace_from(self, index: int, messages: Iterable[MessageData]) -> None:
+        """Show ``messages`` in place of the rows from ``index`` on (the conversation took
+        another version there, or lost a message): the rows above keep their layout and
+        the scroll position stays, so what the user is looking at does not jump."""
+        self._replace(index, None, messages)
+
+    def _replace(self, start: int, end: int | None, messages: Iterable[MessageData]) -> None:
+        gone = self._rows.truncate(start, end)
+        for message in messages:
+            self._rows.append(Row(message, self._estimate(message)))
+        live = self._rows.ids()
+        for row in gone:
+            if row.data.id not in live:
+                self._documents.forget(row.data.id)
+        if self._selection is not None and self._selection.row_id not in live:
             self._selection = None
         self._hover_row = -1
+        self._hover_action = None
         self._scroll.settle()
         self._update_indicator_timer()
 
@@ -207,11 +238,6 @@ class MessageView(QAbstractScrollArea):
     def __len__(self) -> int:
         return len(self._rows)
 
-    def set_assistant_name(self, name: str) -> None:
-        """The label above replies (the model's name)."""
-        self._assistant_name = name or "Assistant"
-        self.viewport().update()
-
     def set_placeholder(self, text: str) -> None:
         """What an empty conversation shows."""
         self._placeholder = text
@@ -234,6 +260,22 @@ class MessageView(QAbstractScrollArea):
             self.regenerate_requested.emit(message_id)
         elif action is MessageAction.CONTINUE:
             self.continue_requested.emit(message_id)
+        elif action is MessageAction.DELETE:
+            self.delete_requested.emit(message_id)
+        elif action is MessageAction.PREVIOUS_VERSION:
+            self.version_requested.emit(message_id, -1)
+        elif action is MessageAction.NEXT_VERSION:
+            self.version_requested.emit(message_id, 1)
+
+    def version_text(self, message_id: MessageId) -> str:
+        """What the version switcher under a message says (``2/3``; "" without one)."""
+        row = self._rows.get(message_id)
+        return "" if row is None else MessageRows.version_text(row)
+
+    def author(self, message_id: MessageId) -> str:
+        """Who the header of a message names: "You", or the model that wrote a reply."""
+        row = self._rows.get(message_id)
+        return "" if row is None else _author(row.data)
 
     def code_blocks(self, message_id: MessageId) -> tuple[str, ...]:
         self._apply_pending()
@@ -399,15 +441,13 @@ class MessageView(QAbstractScrollArea):
 
     # -- painting -------------------------------------------------------------------
 
-    def _action_rects(self, i: int) -> list[tuple[MessageAction, QRect]]:
+    def _footer(self, i: int) -> list[FooterItem]:
         row = self._rows[i]
         if row.geom is None:
             return []
-        return self._layout.action_rects(row.geom, self._rows.actions(i), row.data.role is Role.USER)
-
-    def _actions_visible(self, i: int) -> bool:
-        state = self._rows[i].data.state
-        return i == self._hover_row or state in (MessageState.INTERRUPTED, MessageState.FAILED)
+        return self._layout.footer_items(
+            row.geom, self._rows.actions(i), row.data.role is Role.USER, MessageRows.version_text(row)
+        )
 
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self.viewport())
@@ -443,12 +483,12 @@ class MessageView(QAbstractScrollArea):
         sel = self._selection
         hover = self._hover_action
         return RowPaint(
-            name={Role.USER: "You", Role.ASSISTANT: self._assistant_name, Role.SYSTEM: "System"}[data.role],
+            name=_author(data),
             documents=self._body_documents(row),
             status=self._rows.status(row),
             progress=None if progress is None else progress.fraction,
             stats=MessageRows.stats_line(row),
-            actions=self._action_rects(i) if self._actions_visible(i) else (),
+            footer=self._footer(i),
             hovered=hover[1] if hover is not None and hover[0] == i else None,
             selection=(sel.anchor, sel.position) if sel and sel.row_id == data.id and not sel.empty else None,
             tick=self._tick,
@@ -465,10 +505,9 @@ class MessageView(QAbstractScrollArea):
         if row.geom is None:
             return Hit(i, "row")
         local = self._in_row(i, pos)
-        actions = self._action_rects(i) if self._actions_visible(i) else ()
         # No selection in a reply that is still changing under the mouse.
         selectable = self._documents.streaming(row.data.id) is None
-        return hit_in_row(i, row.geom, local, actions, self._body_documents(row), selectable)
+        return hit_in_row(i, row.geom, local, self._footer(i), self._body_documents(row), selectable)
 
     def _position_in(self, i: int, pos: QPoint) -> int:
         """Character position under ``pos`` in row i's document, clamped to its ends."""
@@ -619,9 +658,16 @@ class MessageView(QAbstractScrollArea):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
+        self._place_undo_bar()
         # Rows keep their old height as the estimate until measured at the new width.
         self._rows.heights_changed()
         self._scroll.settle()
+
+    def _place_undo_bar(self) -> None:
+        bar = self.undo_bar
+        height = bar.sizeHint().height() if bar.isVisibleTo(self) else 0
+        self.setViewportMargins(0, 0, 0, height)
+        bar.setGeometry(0, self.height() - height, self.width(), height)
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)

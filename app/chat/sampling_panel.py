@@ -58,6 +58,21 @@ class SamplingSettings:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def summary(self) -> str:
+        """One line, for saying what a reply was written with: ``temperature 0.8 · top-p
+        0.95 · top-k 40 · min-p 0.05 · repeat penalty 1.1 · up to 2,048 tokens`` (``· seed 7``)."""
+        parts = [
+            f"temperature {self.temperature:g}",
+            f"top-p {self.top_p:g}",
+            f"top-k {self.top_k}",
+            f"min-p {self.min_p:g}",
+            f"repeat penalty {self.repeat_penalty:g}",
+            f"up to {self.max_tokens:,} tokens",
+        ]
+        if self.seed is not None:
+            parts.append(f"seed {self.seed}")
+        return " · ".join(parts)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
         """Tolerant of settings saved by other versions: unknown keys are ignored and

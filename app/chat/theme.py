@@ -28,6 +28,7 @@ class ChatColors:
     dark: bool
     text: QColor
     muted: QColor
+    faint: QColor  # what cannot be used right now (a version arrow at the end)
     bubble: QColor  # the user's messages
     bubble_border: QColor
     hover: QColor  # action buttons under the mouse
@@ -46,6 +47,7 @@ class ChatColors:
             dark=dark,
             text=text,
             muted=mix(text, base, 0.45),
+            faint=mix(text, base, 0.75),
             bubble=mix(base, accent, 0.22 if dark else 0.10),
             bubble_border=mix(base, accent, 0.35 if dark else 0.22),
             hover=mix(base, text, 0.12 if dark else 0.08),

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, Qt, QUrl
-from PySide6.QtGui import QColor, QGuiApplication, QImage, QTextDocument
-from PySide6.QtWidgets import QApplication, QLineEdit
+from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, QUrl
+from PySide6.QtGui import QColor, QGuiApplication, QHelpEvent, QImage, QTextDocument
+from PySide6.QtWidgets import QApplication, QLineEdit, QToolTip
 
 from app.chat import (
     Composer,
@@ -34,7 +34,7 @@ from app.chat.demo import build_demo, dark_palette, sample_image, sample_message
 from app.chat.markdown import stable_prefix_end
 from engine.chat import Role
 from engine.requests import Completion, StopReason, Timings, Usage
-from tests.helpers import show_widget
+from tests.helpers import footer_point, show_widget
 
 CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone."
 
@@ -106,12 +106,9 @@ def click_point_of_anchor(view: MessageView, message_id: object, href: str) -> Q
 
 
 def action_point(view: MessageView, message_id: object, action: MessageAction) -> QPoint:
-    i = view._rows.find(message_id)
-    top = view.message_rect(message_id).top()
-    for a, rect in view._action_rects(i):
-        if a is action:
-            return QPoint(view._column_x() + rect.center().x(), top + rect.center().y())
-    raise AssertionError(f"{action} not offered")
+    text = {MessageAction.PREVIOUS_VERSION: "‹", MessageAction.NEXT_VERSION: "›"}.get(action, action.value)
+    assert action in view.available_actions(message_id), f"{action} not offered"
+    return footer_point(view, message_id, text)
 
 
 # -- Markdown ------------------------------------------------------------------------------
@@ -261,24 +258,34 @@ def test_states_and_actions(qtbot, view: MessageView) -> None:
         MessageAction.COPY,
         MessageAction.CONTINUE,
         MessageAction.REGENERATE,
+        MessageAction.DELETE,
     )
-    assert view.available_actions("a1") == (MessageAction.COPY,)  # not the last reply
-    assert view.available_actions("u1") == (MessageAction.COPY, MessageAction.EDIT)
+    # An earlier reply cannot be continued, but regenerated (a new version of it).
+    assert view.available_actions("a1") == (
+        MessageAction.COPY,
+        MessageAction.REGENERATE,
+        MessageAction.DELETE,
+    )
+    assert view.available_actions("u1") == (MessageAction.COPY, MessageAction.EDIT, MessageAction.DELETE)
 
+    # Actions show without hovering: the mouse goes straight to them and clicks.
     with qtbot.waitSignal(view.continue_requested) as cont:
-        # Interrupted replies show their actions without hovering.
         qtbot.mouseClick(
             view.viewport(), Qt.MouseButton.LeftButton, pos=action_point(view, "a2", MessageAction.CONTINUE)
         )
     assert cont.args == ["a2"]
 
     view.scroll_to_message("u1")
-    qtbot.mouseMove(view.viewport(), action_point(view, "u1", MessageAction.EDIT) - QPoint(0, 30))
-    point = action_point(view, "u1", MessageAction.EDIT)
-    qtbot.mouseMove(view.viewport(), point)
     with qtbot.waitSignal(view.edit_requested) as edit:
-        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=point)
+        qtbot.mouseClick(
+            view.viewport(), Qt.MouseButton.LeftButton, pos=action_point(view, "u1", MessageAction.EDIT)
+        )
     assert edit.args == ["u1"]
+    with qtbot.waitSignal(view.delete_requested) as delete:
+        qtbot.mouseClick(
+            view.viewport(), Qt.MouseButton.LeftButton, pos=action_point(view, "a1", MessageAction.DELETE)
+        )
+    assert delete.args == ["a1"]
 
     view.set_state("a2", MessageState.FAILED, error="The image is larger than 4096 px.")
     assert view.status_text("a2") == "The image is larger than 4096 px."
@@ -293,6 +300,98 @@ def test_states_and_actions(qtbot, view: MessageView) -> None:
     with qtbot.waitSignal(view.copied):
         view.trigger_action("u2", MessageAction.COPY)
     assert QGuiApplication.clipboard().text() == "second"
+
+
+def test_replies_are_headed_by_the_model_that_wrote_them(qtbot, view: MessageView) -> None:
+    details = "tiny-llama.gguf (F32)\ntemperature 0.8 · top-p 0.95"
+    view.set_messages(
+        [
+            MessageData("u", Role.USER, "hi"),
+            MessageData("a", Role.ASSISTANT, "hello", author="Tiny Llama · F32", author_details=details),
+            MessageData("old", Role.ASSISTANT, "from before models were recorded"),
+        ]
+    )
+    assert [view.author(m) for m in ("u", "a", "old")] == ["You", "Tiny Llama · F32", "Assistant"]
+    header = view.message_rect("a").topLeft() + QPoint(20, 16)
+    view.viewportEvent(QHelpEvent(QEvent.Type.ToolTip, header, view.viewport().mapToGlobal(header)))
+    assert QToolTip.text() == details
+    QToolTip.hideText()
+
+
+def test_version_switcher_shows_and_steps_through_versions(qtbot, view: MessageView) -> None:
+    view.set_messages(
+        [
+            MessageData("u1", Role.USER, "first", version=1, version_count=2),
+            MessageData("a1", Role.ASSISTANT, "one", version=2, version_count=3),
+            MessageData("u2", Role.USER, "second"),
+        ]
+    )
+    assert [view.version_text(m) for m in ("u1", "a1", "u2")] == ["1/2", "2/3", ""]
+    assert MessageAction.PREVIOUS_VERSION not in view.available_actions("u1")  # the first already
+    assert {MessageAction.PREVIOUS_VERSION, MessageAction.NEXT_VERSION} <= set(view.available_actions("a1"))
+    with pytest.raises(AssertionError):
+        footer_point(view, "u2", "‹")  # no versions, no switcher
+
+    steps = []
+    view.version_requested.connect(lambda message_id, step: steps.append((message_id, step)))
+    for message_id, text in (("a1", "‹"), ("a1", "›"), ("u1", "›"), ("u1", "‹"), ("a1", "2/3")):
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=footer_point(view, message_id, text))
+    # The dim ‹ of a first version and the "2/3" itself do nothing.
+    assert steps == [("a1", -1), ("a1", 1), ("u1", 1)]
+
+    # While a reply is being written the switcher stays in sight but does not switch.
+    view.append_message(MessageData("a2", Role.ASSISTANT, "", MessageState.PENDING))
+    assert view.version_text("a1") == "2/3"
+    assert MessageAction.NEXT_VERSION not in view.available_actions("a1")
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=footer_point(view, "a1", "›"))
+    assert steps == [("a1", -1), ("a1", 1), ("u1", 1)]
+
+
+def test_replacing_the_rows_from_a_version_on_keeps_the_rows_above(qtbot, view: MessageView) -> None:
+    messages = conversation(60)
+    view.set_messages(messages)
+    qtbot.waitUntil(lambda: view.measured_rows() == 60, timeout=20_000)
+    view.scroll_to_message("m20")
+    view.verticalScrollBar().setValue(view.verticalScrollBar().value() - 100)
+    before = view.message_rect("m21").top()
+    kept = view._rows[20]
+    renders = dict(view.render_counts)
+    other = MessageData("m21b", Role.ASSISTANT, "Another version of reply 21.", version=2, version_count=2)
+    view.replace_from(21, [other, *messages[22:]])
+    assert [m.id for m in view.messages()] == [f"m{i}" for i in range(21)] + ["m21b"] + [
+        f"m{i}" for i in range(22, 60)
+    ]
+    assert view._rows[20] is kept and kept.geom is not None  # laid out once, not again
+    assert view.message_rect("m21b").top() == before  # nothing moved on screen
+    assert {k: v for k, v in view.render_counts.items() if k != "m21b"} == renders  # no re-render
+    view.scroll_to_bottom()
+    view.replace_from(21, [other, MessageData("m22", Role.USER, "and then?")])
+    assert view.is_at_bottom()  # following the bottom keeps following it
+    view.remove_message("m21b")
+    assert [m.id for m in view.messages()][-2:] == ["m20", "m22"]
+
+
+def test_undo_bar_sits_under_the_messages(qtbot, view: MessageView) -> None:
+    view.set_messages(conversation(6))
+    full = view.viewport().height()
+    bar = view.undo_bar
+    bar.offer("m3", "Deleted a reply")
+    assert bar.isVisibleTo(view) and bar.label.text() == "Deleted a reply"
+    assert view.viewport().height() == full - bar.height()  # room is made: no message is covered
+    assert bar.geometry().top() == view.viewport().geometry().bottom() + 1
+    with qtbot.waitSignal(bar.undo_requested) as undone:
+        qtbot.mouseClick(bar.button, Qt.MouseButton.LeftButton)
+    assert undone.args == ["m3"] and not bar.isVisibleTo(view)
+    assert view.viewport().height() == full
+    bar.offer("m3", "Deleted a reply")
+    with qtbot.waitSignal(bar.expired) as final:
+        bar.offer("m4", "Deleted your message and its reply")  # one offer at a time
+    assert final.args == ["m3"] and bar.pending() == "m4"
+    bar.timer.setInterval(20)
+    bar.timer.start()
+    with qtbot.waitSignal(bar.expired, timeout=2000) as final:
+        pass
+    assert final.args == ["m4"] and bar.pending() is None and not bar.isVisibleTo(view)
 
 
 def test_500_messages_stay_fast(qtbot, view: MessageView) -> None:
@@ -527,14 +626,14 @@ def test_delete_then_undo(qtbot, conversations: ConversationList) -> None:
 
 
 def test_delete_is_committed_when_the_undo_offer_ends(qtbot, conversations: ConversationList) -> None:
-    conversations._undo_timer.setInterval(50)
+    conversations.undo_bar.timer.setInterval(50)
     conversations.request_delete("a")
     with qtbot.waitSignal(conversations.delete_committed, timeout=2000) as committed:
         pass
     assert committed.args == ["a"]
     assert not conversations.undo_bar.isVisibleTo(conversations)
     # A second delete while an undo is on offer makes the first final.
-    conversations._undo_timer.setInterval(10_000)
+    conversations.undo_bar.timer.setInterval(10_000)
     conversations.request_delete("b")
     with qtbot.waitSignal(conversations.delete_committed) as first:
         conversations.request_delete("c")
@@ -634,6 +733,10 @@ def test_sampling_presets_and_changes(qtbot) -> None:
         panel.set_settings(stored)
     assert panel.settings() == stored and panel.max_tokens.value() == 300
     assert SamplingSettings.from_dict({**stored.to_dict(), "future_key": 1}) == stored
+    assert stored.summary() == (
+        f"temperature 0.3 · top-p {stored.top_p:g} · top-k {stored.top_k} · min-p {stored.min_p:g}"
+        f" · repeat penalty {stored.repeat_penalty:g} · up to 300 tokens · seed 7"
+    )
 
 
 # -- the whole set, painted ---------------------------------------------------------------

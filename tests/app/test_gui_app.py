@@ -81,7 +81,9 @@ def test_escape_stops_the_reply(qtbot, window: MainWindow, looping_model: Path) 
     assert stored.state is Stored.CANCELLED and stored.text == reply.text
 
 
-def test_regenerate_replaces_the_last_reply(qtbot, window: MainWindow, scripted_model: Path) -> None:
+def test_regenerate_shows_a_new_version_of_the_last_reply(
+    qtbot, window: MainWindow, scripted_model: Path
+) -> None:
     load(qtbot, window, scripted_model)
     send(qtbot, window, "hello")
     first = last(window, Role.ASSISTANT)
@@ -91,6 +93,7 @@ def test_regenerate_replaces_the_last_reply(qtbot, window: MainWindow, scripted_
     )
     stored = window.store.messages(window.chat.current_id)
     assert len(stored) == 2 and stored[1].text == SCRIPT_TEXT
+    assert window.store.versions(stored[1].id).ids == (first.id, stored[1].id)  # the first is kept
 
 
 def test_edit_a_message_and_resend_from_there(qtbot, window: MainWindow, scripted_model: Path) -> None:

@@ -21,6 +21,7 @@ from app.store import (
     MessageState,
     MigrationFailed,
     NotFound,
+    ReplyModel,
     Store,
 )
 from engine.chat import ChatMessage, Role
@@ -142,6 +143,68 @@ def test_version_1_database_is_backed_up_with_its_wal_then_migrated(db_path: Pat
     assert copy.execute("SELECT text FROM messages").fetchall() == [("hello from v1",)]
     columns = {row[1] for row in copy.execute("PRAGMA table_info(conversations)")}
     assert "pinned" not in columns
+    copy.close()
+
+
+def _make_version_2(db_path: Path) -> None:
+    """A version-2 database as Hearth 2 left it: its schema and search index made by the
+    version-2 code (migrations are append-only), its rows as that version wrote them."""
+    Store(db_path, migrations=MIGRATIONS[:2]).close()
+    sha = hashlib.sha256(PNG).hexdigest()
+    image = db_path.parent / "images" / sha[:2] / f"{sha}.png"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(PNG)
+    raw = sqlite3.connect(db_path)
+    raw.execute("PRAGMA foreign_keys = ON")
+    raw.execute("INSERT INTO conversations (title, created, updated) VALUES ('from version 2', 1.0, 4.0)")
+    rows = [
+        ("user", "what is in this picture?", "complete", None, None),
+        ("assistant", "a lighthouse", "complete", array("i", [5, 6]).tobytes(), "model-a"),
+        ("user", "and at night?", "complete", None, None),
+        ("assistant", "its light, turn", "interrupted", None, None),
+    ]
+    for position, (role, text, state, tokens, tokens_model) in enumerate(rows):
+        raw.execute(
+            "INSERT INTO messages (conversation_id, position, role, text, state, tokens, tokens_model,"
+            " created, updated) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (position, role, text, state, tokens, tokens_model, 1.0 + position, 1.0 + position),
+        )
+    raw.execute(
+        "INSERT INTO message_images (message_id, position, sha256, identity, mime, size, file)"
+        " VALUES (1, 0, ?, ?, 'image/png', ?, ?)",
+        (sha, sha, len(PNG), f"{sha[:2]}/{sha}.png"),
+    )
+    raw.commit()
+    raw.close()
+
+
+def test_version_2_database_keeps_its_messages_as_one_path_with_a_backup(db_path: Path) -> None:
+    _make_version_2(db_path)
+    with Store(db_path) as store:
+        assert store.schema_version == SCHEMA_VERSION == 3
+        assert store.backup_path == db_path.with_name("hearth.sqlite3.v2.bak")
+        shown = store.messages(1)
+        assert [m.text for m in shown] == [
+            "what is in this picture?",
+            "a lighthouse",
+            "and at night?",
+            "its light, turn",
+        ]
+        assert [m.parent_id for m in shown] == [None, *(m.id for m in shown[:-1])]
+        assert all((m.version, m.version_count) == (1, 1) for m in shown)
+        assert len(shown[0].images) == 1 and shown[0].images[0].read_bytes() == PNG  # not cascaded away
+        assert shown[1].tokens == (5, 6) and shown[1].tokens_model == "model-a"
+        assert shown[3].state is MessageState.INTERRUPTED
+        # Who wrote the old replies was never recorded: none is made up.
+        assert all(m.model is None and m.sampling == {} for m in shown)
+        assert [c.id for c in store.search("lighthouse")] == [1]  # the index survived
+        again = store.regenerate_reply(shown[3].id, ReplyModel("Tiny", "/m/tiny.gguf", "F32"))
+        assert [m.id for m in store.messages(1)] == [*(m.id for m in shown[:3]), again.id]
+        assert store.versions(again.id).ids == (shown[3].id, again.id)
+    copy = sqlite3.connect(db_path.with_name("hearth.sqlite3.v2.bak"))
+    assert copy.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert copy.execute("SELECT count(*) FROM messages").fetchone()[0] == 4
+    assert "parent_id" not in {row[1] for row in copy.execute("PRAGMA table_info(messages)")}
     copy.close()
 
 
@@ -276,8 +339,10 @@ def test_search_by_title_and_content(store: Store, use_fts: bool) -> None:
     assert [c.id for c in store.search('say "quoted" things')] == []  # quotes are not syntax
     assert {c.id for c in store.search("  ")} == {recipes.id, physics.id}
 
-    store.truncate_after(reply.id, inclusive=True)
-    assert store.search("wave function") == []
+    store.delete_message(reply.id)
+    assert store.search("wave function") == []  # deleted messages are not found
+    store.restore_message(reply.id)
+    assert [c.id for c in store.search("wave function")] == [physics.id]
 
 
 def test_search_index_follows_sqlite_builds_with_and_without_fts5(
@@ -367,25 +432,192 @@ def test_interrupted_replies_after_reopen_can_be_resumed(db_path: Path) -> None:
         assert finished.state is MessageState.COMPLETE and finished.tokens == (1, 2)
 
 
-def test_truncate_after_and_edit(store: Store) -> None:
-    conversation = store.create_conversation("chat")
-    question = store.add_message(conversation.id, "user", "2+2?")
-    answer = store.begin_reply(conversation.id)
-    store.finish_reply(answer.id, "4", tokens=[19])
-    follow_up = store.add_message(conversation.id, "user", "and 3+3?")
-    store.finish_reply(store.begin_reply(conversation.id).id, "6")
+WRITER = ReplyModel("Tiny Llama", "/models/tiny.gguf", "F32")
+OTHER = ReplyModel("Other Llama", "/models/other.gguf", "Q4_K_M")
 
-    assert store.truncate_after(answer.id) == 2  # regenerate from the follow-up
-    assert [m.id for m in store.messages(conversation.id)] == [question.id, answer.id]
-    assert store.truncate_after(question.id) == 1  # regenerate the first answer
-    edited = store.edit_message(question.id, "2+3?")
-    assert edited.text == "2+3?"
-    assert store.truncate_after(question.id, inclusive=True) == 1
-    assert store.messages(conversation.id) == []
-    again = store.add_message(conversation.id, "user", "fresh start")
-    assert again.position == 0 and again.id > follow_up.id  # ids are never reused
+
+def chat(store: Store, *texts: str) -> tuple[int, list[int]]:
+    """A conversation of alternating user messages and finished replies; its id and theirs."""
+    conversation = store.create_conversation("chat")
+    ids = []
+    for k, text in enumerate(texts):
+        if k % 2 == 0:
+            ids.append(store.add_message(conversation.id, Role.USER, text).id)
+        else:
+            reply = store.begin_reply(conversation.id, WRITER, {"temperature": 0.7})
+            ids.append(store.finish_reply(reply.id, text).id)
+    return conversation.id, ids
+
+
+def texts(store: Store, conversation_id: int) -> list[str]:
+    return [m.text for m in store.messages(conversation_id)]
+
+
+def test_a_reply_keeps_the_model_and_sampling_that_wrote_it(store: Store) -> None:
+    _conversation, (question, answer) = chat(store, "hi", "hello")
+    reply = store.get_message(answer)
+    assert reply.model == WRITER and reply.sampling == {"temperature": 0.7}
+    assert store.get_message(question).model is None and store.get_message(question).sampling == {}
+    again = store.regenerate_reply(answer, OTHER, {"temperature": 0.1})
+    assert again.model == OTHER and again.sampling == {"temperature": 0.1}
+    assert store.get_message(answer).model == WRITER  # the earlier version keeps its writer
+    unrecorded = store.regenerate_reply(answer)
+    assert unrecorded.model is None and unrecorded.sampling == {}
+
+
+def test_regenerating_keeps_each_reply_as_a_version(store: Store) -> None:
+    conversation_id, (question, first) = chat(store, "2+2?", "4")
+    second = store.regenerate_reply(first, WRITER)
+    assert second.state is MessageState.STREAMING and second.text == "" and second.parent_id == question
+    assert [m.id for m in store.messages(conversation_id)] == [question, second.id]
+    assert (second.version, second.version_count) == (2, 2)
+    store.finish_reply(second.id, "four")
+    third = store.finish_reply(store.regenerate_reply(second.id).id, "IV")
+    assert texts(store, conversation_id) == ["2+2?", "IV"]
+    versions = store.versions(third.id)
+    assert versions.ids == (first, second.id, third.id)
+    assert (versions.index, versions.count, versions.step(-1), versions.step(1)) == (2, 3, second.id, None)
+
+    store.select_version(first)
+    shown = store.messages(conversation_id)
+    assert [m.text for m in shown] == ["2+2?", "4"] and (shown[1].version, shown[1].version_count) == (1, 3)
+    # What follows a version belongs to it: switching away and back brings it back.
+    follow_up = store.add_message(conversation_id, Role.USER, "and 3+3?")
+    store.select_version(third.id)
+    assert texts(store, conversation_id) == ["2+2?", "IV"]
+    store.select_version(first)
+    assert texts(store, conversation_id) == ["2+2?", "4", "and 3+3?"]
+    assert len({m.position for m in store.messages(conversation_id)}) == 3
+    # Selecting (or regenerating) a message on a branch not shown shows that branch.
+    store.select_version(third.id)
+    store.select_version(follow_up.id)
+    assert texts(store, conversation_id) == ["2+2?", "4", "and 3+3?"]
+    store.select_version(third.id)
+    fourth = store.regenerate_reply(first)
+    assert [(m.id, m.version) for m in store.messages(conversation_id)] == [(question, 1), (fourth.id, 4)]
+
     with pytest.raises(NotFound):
-        store.truncate_after(answer.id)
+        store.regenerate_reply(question)  # a user message is edited, not regenerated
+    with pytest.raises(NotFound):
+        store.select_version(999)
+
+
+def test_editing_a_message_branches_and_keeps_the_earlier_branch(store: Store) -> None:
+    conversation = store.create_conversation("chat")
+    question = store.add_message(conversation.id, "user", "describe", images=[(PNG, "image/png")])
+    answer = store.finish_reply(store.begin_reply(conversation.id).id, "a picture")
+    follow_up = store.add_message(conversation.id, "user", "more?")
+
+    edited = store.edit_and_branch(question.id, "describe briefly")
+    assert edited.text == "describe briefly" and edited.images == question.images  # same file
+    assert (edited.version, edited.version_count, edited.parent_id) == (2, 2, None)
+    assert texts(store, conversation.id) == ["describe briefly"]  # nothing after it yet
+    reply = store.begin_reply(conversation.id)
+    assert reply.parent_id == edited.id
+    assert texts(store, conversation.id) == ["describe briefly", ""]
+
+    store.select_version(question.id)
+    assert [m.id for m in store.messages(conversation.id)] == [question.id, answer.id, follow_up.id]
+    # Editing a later message branches there, under the version shown.
+    store.edit_and_branch(follow_up.id, "much more?")
+    assert texts(store, conversation.id) == ["describe", "a picture", "much more?"]
+    assert store.versions(follow_up.id).ids[0] == follow_up.id
+    with pytest.raises(NotFound):
+        store.edit_and_branch(answer.id, "replies are regenerated, not edited")
+    assert len(image_files(store)) == 1
+
+
+def test_search_finds_text_in_every_version(store: Store) -> None:
+    conversation_id, (_question, answer) = chat(store, "a question", "an answer about otters")
+    store.finish_reply(store.regenerate_reply(answer).id, "an answer about beavers")
+    assert [c.id for c in store.search("otters")] == [conversation_id]  # not the version shown
+    assert [c.id for c in store.search("beavers")] == [conversation_id]
+    store._fts = False
+    assert [c.id for c in store.search("otters")] == [conversation_id]
+
+
+def test_deleting_a_message_hides_its_turn_and_undo_brings_it_back(store: Store) -> None:
+    conversation_id, (_q1, _a1, q2, _a2, _q3, a3) = chat(store, "q1", "a1", "q2", "a2", "q3", "a3")
+    assert store.delete_message(q2) == 2  # the question and its reply
+    assert texts(store, conversation_id) == ["q1", "a1", "q3", "a3"]  # what followed stays
+    assert store.search("q2") == []
+    with pytest.raises(NotFound):
+        store.delete_message(q2)
+    assert store.restore_message(q2) == 2
+    assert texts(store, conversation_id) == ["q1", "a1", "q2", "a2", "q3", "a3"]
+    assert store.restore_message(q2) == 0
+
+    assert store.delete_message(a3) == 1  # a reply goes alone
+    assert texts(store, conversation_id) == ["q1", "a1", "q2", "a2", "q3"]
+    q4 = store.add_message(conversation_id, "user", "q4")  # after the deleted reply
+    store.restore_message(a3)
+    assert texts(store, conversation_id) == ["q1", "a1", "q2", "a2", "q3", "a3", "q4"]
+    assert store.get_message(q4.id).parent_id == a3
+
+
+def test_deleting_a_version_shows_the_one_before(store: Store) -> None:
+    conversation_id, (q1, a1, _q2, _a2) = chat(store, "q1", "a1", "q2", "a2")
+    second = store.finish_reply(store.regenerate_reply(a1).id, "a1, again")
+    store.add_message(conversation_id, "user", "q2 on the second branch")
+    third = store.finish_reply(store.regenerate_reply(second.id).id, "a1, third")
+
+    store.select_version(second.id)
+    assert store.delete_message(second.id) == 2  # the version and its branch
+    shown = store.messages(conversation_id)
+    assert [m.text for m in shown] == ["q1", "a1", "q2", "a2"]  # the version before it
+    assert (shown[1].version, shown[1].version_count) == (1, 2)
+    assert store.versions(a1).ids == (a1, third.id)
+    assert store.search("second branch") == []
+    store.restore_message(second.id)
+    assert texts(store, conversation_id) == ["q1", "a1, again", "q2 on the second branch"]
+    assert store.versions(a1).ids == (a1, second.id, third.id)
+
+    store.select_version(a1)
+    store.delete_message(a1)  # the first version: the next one is shown
+    assert texts(store, conversation_id) == ["q1", "a1, again", "q2 on the second branch"]
+
+    # A question whose reply has versions takes them all: the one shown alone (what followed
+    # it stays), the others with their branches.
+    store.restore_message(a1)
+    assert store.delete_message(q1) == 1 + 1 + 2 + 1  # q1; a1; second and its q2; third
+    assert texts(store, conversation_id) == ["q2", "a2"]
+    assert store.search("a1") == [] and store.search("second branch") == []
+
+
+def test_purging_deleted_messages_keeps_what_followed(store: Store, clock: Clock) -> None:
+    conversation_id, (_q1, a1, q2, _a2, q3, a3) = chat(store, "q1", "a1", "q2", "a2", "q3", "a3")
+    store.add_message(conversation_id, "user", "q4", images=[(PNG, "image/png")])
+    image = store.messages(conversation_id)[-1].images[0]
+    other = store.finish_reply(store.regenerate_reply(a3).id, "a3, again")
+    store.add_message(conversation_id, "user", "after the other version", images=[(JPEG, "image/jpeg")])
+    store.select_version(a3)
+    store.delete_message(q2)  # q2 and a2 leave the path
+    store.delete_message(other.id)  # not shown: goes with its branch
+    assert store.purge_deleted_messages(older_than=3600) == 0  # too recent
+    clock.now += 7200
+    assert store.purge_deleted_messages(older_than=3600) == 4
+    assert texts(store, conversation_id) == ["q1", "a1", "q3", "a3", "q4"]
+    assert store.get_message(q3).parent_id == a1
+    assert store._conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 5
+    assert image_files(store) == [image.path]  # the other branch's image went with it
+    store._conn.execute("INSERT INTO message_fts (message_fts) VALUES ('integrity-check')")
+    assert store._conn.execute("SELECT count(*) FROM message_fts").fetchone()[0] == 5  # cascades too
+    assert store.search("after the other") == [] and store.search("q2") == []
+    with pytest.raises(NotFound):
+        store.get_message(q2)
+
+
+def test_a_regenerated_reply_cut_off_by_a_crash_is_interrupted(db_path: Path) -> None:
+    store = Store(db_path)
+    conversation_id, (_question, first) = chat(store, "tell me", "once")
+    again = store.regenerate_reply(first)
+    store.update_reply(again.id, "Twice upon")
+    store._conn.close()  # dies mid-reply
+    with Store(db_path) as store:
+        assert store.mark_interrupted_replies() == 1
+        shown = store.messages(conversation_id)[-1]
+        assert (shown.id, shown.state, shown.text) == (again.id, MessageState.INTERRUPTED, "Twice upon")
+        assert (shown.version, shown.version_count) == (2, 2)
 
 
 def test_update_reply_is_cheap(store: Store) -> None:
@@ -428,7 +660,7 @@ def test_identical_images_are_stored_once(store: Store) -> None:
 def test_garbage_collection_keeps_referenced_files(store: Store) -> None:
     conversation = store.create_conversation("pictures")
     keep = store.add_message(conversation.id, "user", "keep", images=[(PNG, "image/png")])
-    store.add_message(conversation.id, "user", "shared", images=[(PNG, "image/png")])
+    shared = store.add_message(conversation.id, "user", "shared", images=[(PNG, "image/png")])
     dropped = store.add_message(conversation.id, "user", "drop", images=[(JPEG, "image/jpeg")])
     (jpeg,) = dropped.images
     # Crash leftovers: an orphan written before its row, an old and a fresh temporary file.
@@ -441,11 +673,13 @@ def test_garbage_collection_keeps_referenced_files(store: Store) -> None:
     fresh_tmp = orphan.parent / ".fresh.png.5678.tmp"
     fresh_tmp.write_bytes(b"being written")
 
-    store.truncate_after(keep.id)  # drops "shared" (PNG still used by "keep") and "drop"
-    assert jpeg.path.exists()  # only collected when asked
-    assert store.collect_garbage() == 3  # JPEG, orphan, old tmp
-    assert not jpeg.path.exists() and not orphan.exists() and not old_tmp.exists()
+    for message in (shared, dropped):
+        store.delete_message(message.id)
+    assert store.collect_garbage() == 2  # orphan, old tmp: a deleted message can still be undone
+    assert jpeg.path.exists() and not orphan.exists() and not old_tmp.exists()
     assert fresh_tmp.exists()
+    assert store.purge_deleted_messages() == 2  # "shared" (PNG still used by "keep") and "drop"
+    assert not jpeg.path.exists()  # purging collects the files nothing refers to any more
     assert keep.images[0].path.read_bytes() == PNG
     assert store.collect_garbage() == 0
 

@@ -4,7 +4,8 @@
 
 Startup is the app's: open (recovering whatever the previous kill left), mark interrupted
 replies, collect garbage. Then it prints ``ready`` and loops: a user message (sometimes
-with an image), a reply streamed with update_reply every ~20 ms, finish_reply. After each
+with an image), a reply streamed with update_reply every ~20 ms, finish_reply; or, now and
+then, another version of the last reply (regenerate_reply), streamed the same way. After each
 message is finished (the call has returned, so its transaction is committed) it prints
 ``completed <id> <sha256 of its text>``, flushed: the test holds the store to every line.
 """
@@ -41,19 +42,22 @@ def main() -> None:
     print("ready", flush=True)
 
     turn = 0
+    last_reply: Message | None = None  # in this conversation, by this process
     while True:
         turn += 1
-        if rng.random() < 0.15:
-            conversation = store.create_conversation(f"chat {seed}.{turn}")
-        images: list[tuple[bytes, str]] = []
-        if rng.random() < 0.3:
-            images.append((SHARED_IMAGE, "image/png"))
-        if rng.random() < 0.2:
-            images.append((b"\x89PNG\r\n\x1a\n" + rng.randbytes(rng.randint(100, 20_000)), "image/png"))
-        question = " ".join(rng.choices(WORDS, k=rng.randint(3, 40))) + "?"
-        report(store.add_message(conversation.id, "user", question, images))
-
-        reply = store.begin_reply(conversation.id)
+        if last_reply is not None and rng.random() < 0.2:
+            reply = store.regenerate_reply(last_reply.id)
+        else:
+            if rng.random() < 0.15:
+                conversation = store.create_conversation(f"chat {seed}.{turn}")
+            images: list[tuple[bytes, str]] = []
+            if rng.random() < 0.3:
+                images.append((SHARED_IMAGE, "image/png"))
+            if rng.random() < 0.2:
+                images.append((b"\x89PNG\r\n\x1a\n" + rng.randbytes(rng.randint(100, 20_000)), "image/png"))
+            question = " ".join(rng.choices(WORDS, k=rng.randint(3, 40))) + "?"
+            report(store.add_message(conversation.id, "user", question, images))
+            reply = store.begin_reply(conversation.id)
         text = ""
         for _ in range(rng.randint(3, 30)):
             # A long reply: hundreds of characters per flush, tens of kilobytes in the end.
@@ -69,6 +73,7 @@ def main() -> None:
             stats={"usage": {"completion_tokens": len(text) // 4}, "timings": {"ttft": 0.1}},
             tokens=[rng.randrange(262_144) for _ in range(len(text) // 4)],
         )
+        last_reply = finished
         if state is MessageState.COMPLETE:
             report(finished)
 

@@ -26,12 +26,25 @@ KILLS = 20
 def check_database_after_kill(db_path: Path, completed: Iterable[tuple[int, str]]) -> int:
     """What must hold after a hard kill of any process writing the store: the database is
     intact, every message the process reported finished (id, sha256 of its text) is there
-    with exactly that text, every image row has its file, and startup recovery leaves no
-    reply streaming. Returns how many replies recovery marked interrupted."""
+    with exactly that text, every image row has its file, versions still form a tree, and
+    startup recovery leaves no reply streaming. Returns how many replies recovery marked
+    interrupted."""
     raw = sqlite3.connect(db_path)  # recovers the WAL, as the app's next start does
     try:
         assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+        # Versions stay a tree: a parent in the same conversation, one version shown of each.
+        assert raw.execute(
+            "SELECT count(*) FROM messages c JOIN messages p ON p.id = c.parent_id"
+            " WHERE p.conversation_id != c.conversation_id"
+        ).fetchone() == (0,)
+        assert (
+            raw.execute(
+                "SELECT parent_id FROM messages WHERE active"
+                " GROUP BY parent_id, conversation_id HAVING count(*) > 1"
+            ).fetchall()
+            == []
+        )
         rows = {
             message_id: (text, state)
             for message_id, text, state in raw.execute("SELECT id, text, state FROM messages")
