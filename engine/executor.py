@@ -60,7 +60,7 @@ from engine.scheduler import (
     StagedWork,
     WorkKind,
 )
-from engine.serving_stats import ActiveSlot, ServingCounters
+from engine.serving_stats import ActiveSlot, BatchRecord, ServingCounters
 from engine.speculative import SpeculationConfig, SpeculationMode
 from engine.speculator import Speculator
 
@@ -400,8 +400,9 @@ class Executor(QThread):
             if entry.kind is WorkKind.DECODE and entry.n_rows > 1 and state is not None:
                 state.in_flight = entry.tokens[1:]
         now = time.perf_counter()
+        sequences = len({entry.sequence_id for entry in commit.entries})
         self._counters.batch_ran(
-            now, plan.decode_rows, plan.prefill_rows, commit.n_rows / self.n_batch, (t1 - t0) + (now - t2)
+            BatchRecord(t0, now, plan.decode_rows, plan.prefill_rows, sequences), (t1 - t0) + (now - t2)
         )
         for entry in commit.entries:
             if entry.kind is WorkKind.PREFILL:
@@ -547,8 +548,10 @@ class Executor(QThread):
             self._pool if native is not None and native.mem else None,
             slots,
             native.cells if native is not None else (lambda _seq: 0),
+            now=time.perf_counter(),
             n_ctx=self.n_ctx,
             n_ctx_per_sequence=self.n_ctx_seq,
+            n_seq=self.n_seq,
             queue_depth=len(self._waiting),
             drafted=self._speculator.drafted,
             accepted=self._speculator.accepted,

@@ -265,6 +265,13 @@ class SequenceStats:
 
 @dataclass(frozen=True)
 class EngineStats:
+    """What the engine is doing, answered between two batches (``LoadedModel.request_stats``).
+
+    The rates and the batch fill cover the batches that finished in the last two seconds
+    (``engine.serving_stats.RATE_WINDOW``; ``ServingCounters.snapshot`` defines them exactly):
+    they read zero two seconds after the engine went idle.
+    """
+
     sequences: tuple[SequenceStats, ...]
     n_ctx: int
     n_ctx_per_sequence: int
@@ -273,9 +280,9 @@ class EngineStats:
     prefix_hits: int
     prefix_misses: int
     tokens_reused: int
-    decode_tokens_per_second: float  # over the last few seconds
-    prefill_tokens_per_second: float
-    batch_fill: float  # rows / n_batch of the last batch
+    decode_tokens_per_second: float  # decode rows (tokens sampled, drafts included) per second, recently
+    prefill_tokens_per_second: float  # prompt tokens evaluated per second, recently
+    batch_fill: float  # 0..1: mean sequences per recent batch / sequences decoded in parallel
     ticks: int
     completed_requests: int
     scheduler_tick_us: float = 0.0  # mean time in the scheduler (plan, stage, commit) per batch

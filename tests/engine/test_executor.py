@@ -405,6 +405,31 @@ def test_stats_show_who_holds_which_sequence(looping: LoadedModel) -> None:
     handle.wait(TIMEOUT)
 
 
+def test_batch_fill_and_rates_follow_what_is_decoding(looping: LoadedModel) -> None:
+    from engine.serving_stats import RATE_WINDOW
+
+    slow_down(looping, 0.005)  # ~1000 tokens of context each: streams that outlive the window
+    handles = [
+        looping.submit(ChatRequest(prompt=f"stream {i}", sampling=GREEDY, owner=f"c{i}")) for i in (1, 2)
+    ]
+    for handle in handles:
+        for event in handle.events(timeout=TIMEOUT):
+            if isinstance(event, TextDelta):
+                break
+    time.sleep(RATE_WINDOW + 0.2)  # every batch in the window has both streams
+    busy = looping.stats()
+    assert busy.active_requests == 2
+    assert busy.batch_fill == pytest.approx(0.5)  # two of the four sequences in every batch
+    assert busy.decode_tokens_per_second > 0
+    for handle in handles:
+        handle.cancel()
+        handle.wait(TIMEOUT)
+    time.sleep(RATE_WINDOW + 0.2)
+    idle = looping.stats()
+    assert idle.active_requests == 0
+    assert (idle.decode_tokens_per_second, idle.prefill_tokens_per_second, idle.batch_fill) == (0, 0, 0)
+
+
 # -- loading --------------------------------------------------------------------------------
 
 

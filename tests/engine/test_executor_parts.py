@@ -8,7 +8,7 @@ from engine.errors import Overloaded
 from engine.executor_commands import Cancel, Inbox, Unload
 from engine.requests import SlotState
 from engine.scheduler import PromptLayout, SequencePool
-from engine.serving_stats import RATE_WINDOW, ActiveSlot, ServingCounters
+from engine.serving_stats import RATE_WINDOW, ActiveSlot, BatchRecord, ServingCounters
 
 
 def test_inbox_refuses_past_its_limit_and_counts_releases() -> None:
@@ -46,8 +46,10 @@ def test_counters_report_each_sequence_state_and_owner() -> None:
         pool,
         {busy.sequence_id: ActiveSlot("conversation 9", 5)},
         lambda seq: 10 * seq,
+        now=0.0,
         n_ctx=4096,
         n_ctx_per_sequence=1024,
+        n_seq=4,
         queue_depth=2,
         drafted=6,
         accepted=4,
@@ -66,15 +68,66 @@ def test_counters_report_each_sequence_state_and_owner() -> None:
     assert (stats.drafted_tokens, stats.accepted_tokens) == (6, 4)
 
 
+def idle_snapshot(counters: ServingCounters, now: float, n_seq: int = 4):
+    return counters.snapshot(
+        None,
+        {},
+        lambda _seq: 0,
+        now=now,
+        n_ctx=0,
+        n_ctx_per_sequence=0,
+        n_seq=n_seq,
+        queue_depth=0,
+        drafted=0,
+        accepted=0,
+    )
+
+
+def steady_decoding(counters: ServingCounters, start: float, seconds: float, streams: int) -> float:
+    """One decode batch of ``streams`` sequences every 10 ms; returns when the last ended."""
+    t = start
+    while t < start + seconds - 1e-9:
+        counters.batch_ran(BatchRecord(t, t + 0.01, streams, 0, streams), 0.001)
+        t += 0.01
+    return t
+
+
 def test_counters_rates_cover_only_the_recent_window() -> None:
     counters = ServingCounters()
-    counters.batch_ran(0.0, 100, 1000, 0.5, 0.001)  # falls out of the window
-    counters.batch_ran(RATE_WINDOW + 1.0, 4, 0, 0.25, 0.001)
-    counters.batch_ran(RATE_WINDOW + 2.0, 4, 0, 0.25, 0.001)
-    stats = counters.snapshot(
-        None, {}, lambda _seq: 0, n_ctx=0, n_ctx_per_sequence=0, queue_depth=0, drafted=0, accepted=0
-    )
-    assert stats.decode_tokens_per_second == pytest.approx(8.0)
+    counters.batch_ran(BatchRecord(0.0, 0.5, 100, 1000, 4), 0.001)  # falls out of the window
+    end = steady_decoding(counters, 10.0, 1.0, streams=2)
+    stats = idle_snapshot(counters, end)
+    assert stats.decode_tokens_per_second == pytest.approx(200.0)  # 2 streams × 100 batches/s
     assert stats.prefill_tokens_per_second == 0.0
-    assert stats.ticks == 3 and stats.batch_fill == 0.25
+    assert stats.ticks == 101
     assert stats.scheduler_tick_us == pytest.approx(1000.0)
+
+
+def test_batch_fill_is_sequences_per_recent_batch_over_the_parallel_sequences() -> None:
+    counters = ServingCounters()
+    end = steady_decoding(counters, 0.0, 1.0, streams=2)
+    # Two streams on four sequences: half, although two rows are a sliver of n_batch.
+    assert idle_snapshot(counters, end, n_seq=4).batch_fill == pytest.approx(0.5)
+    end = steady_decoding(counters, end, RATE_WINDOW + 0.5, streams=1)
+    assert idle_snapshot(counters, end, n_seq=4).batch_fill == pytest.approx(0.25)  # only recent batches
+    assert idle_snapshot(counters, end + RATE_WINDOW, n_seq=4).batch_fill == 0.0  # idle: nothing decoded
+
+
+def test_rates_fall_to_zero_within_a_window_of_the_last_batch() -> None:
+    counters = ServingCounters()
+    end = steady_decoding(counters, 0.0, 5.0, streams=4)
+    busy = idle_snapshot(counters, end).decode_tokens_per_second
+    assert busy == pytest.approx(400.0, rel=0.01)
+    half = idle_snapshot(counters, end + RATE_WINDOW / 2).decode_tokens_per_second
+    assert 0.0 < half < busy  # falling, not holding the last value
+    assert idle_snapshot(counters, end + RATE_WINDOW).decode_tokens_per_second == 0.0
+    assert idle_snapshot(counters, end + 60.0).decode_tokens_per_second == 0.0
+
+
+def test_a_burst_after_idle_is_measured_over_its_own_length() -> None:
+    counters = ServingCounters()
+    counters.batch_ran(BatchRecord(0.0, 0.01, 1, 0, 1), 0.001)
+    counters.batch_ran(BatchRecord(30.0, 30.5, 0, 500, 1), 0.001)  # one long prefill, just now
+    stats = idle_snapshot(counters, 30.5)
+    assert stats.prefill_tokens_per_second == pytest.approx(1000.0)  # 500 tokens in 0.5 s, not / 2 s
+    assert stats.decode_tokens_per_second == 0.0
