@@ -508,7 +508,6 @@ class MainWindow(QMainWindow):
         if model is not None:
             self.dashboard.set_model(model)
             self.dashboard.set_load_report(model.plan, model.reported_memory)
-        self.dashboard.setMinimumWidth(460)
         self.dashboard_dock.setWidget(self.dashboard)
 
     def _conversation_title(self, owner: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFormLayout,
@@ -22,6 +23,8 @@ from app.widgets.memory_bar import MemoryBar
 from engine import HardwareSnapshot, LoadPlan, ReportedMemory, format_bytes
 
 NOTE_STYLE = "color: #b36b00;"  # amber that reads on light and dark backgrounds
+_SHORT_TEXT_ROLE = Qt.ItemDataRole.UserRole + 1  # what a cell says when its column is narrow
+_PADDING = 16
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,48 @@ def _selectable(text: str) -> QLabel:
     return label
 
 
+def difference_texts(row: MemoryComparison) -> tuple[str, str]:
+    """(wide, narrow) text of the Difference column: "+2.5 MiB (+3%)" and "+3%"."""
+    difference = row.difference
+    if difference is None:
+        return "—", "—"
+    amount = f"{'+' if difference >= 0 else '−'}{format_bytes(abs(difference))}"
+    if not row.predicted:
+        return amount, amount
+    share = f"{100 * difference / row.predicted:+.0f}%".replace("-", "−")
+    return f"{amount} ({share})", share
+
+
+class _MemoryTable(QTableWidget):
+    """Predicted against reported memory; the Difference column shortens itself when narrow."""
+
+    def __init__(self) -> None:
+        super().__init__(0, 4)
+        self._widest = 0  # the widest full Difference text, in pixels
+        self.short = False
+
+    def set_widest(self, pixels: int) -> None:
+        self._widest = pixels
+        self._fit_texts()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit_texts()
+
+    def _fit_texts(self) -> None:
+        # Stretched columns share what the label column leaves.
+        per_column = (self.viewport().width() - self.horizontalHeader().sectionSize(0)) / 3
+        short = per_column < self._widest + _PADDING
+        if short == self.short:
+            return
+        self.short = short
+        for r in range(self.rowCount()):
+            item = self.item(r, 3)
+            if item is not None:
+                wide = item.toolTip()
+                item.setText(item.data(_SHORT_TEXT_ROLE) if short else wide)
+
+
 class HardwareView(QScrollArea):
     """Static facts about this machine and the llama.cpp build; the last load's memory."""
 
@@ -138,6 +183,8 @@ class HardwareView(QScrollArea):
         self.machine_card = Card("This machine")
         self.machine_form = QFormLayout()
         self.machine_form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+        # Labels above their values once the values would be squeezed into a thin column.
+        self.machine_form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.machine_card.body.addLayout(self.machine_form)
         self.machine_note = _selectable("")
         self.machine_note.setStyleSheet(NOTE_STYLE)
@@ -149,14 +196,19 @@ class HardwareView(QScrollArea):
         self.load_summary = _selectable("No model loaded yet.")
         self.memory_bar = MemoryBar()
         self.memory_bar.setVisible(False)
-        self.memory_table = QTableWidget(0, 4)
-        self.memory_table.setHorizontalHeaderLabels(["", "Predicted", "Reported by llama.cpp", "Difference"])
+        self.memory_table = _MemoryTable()
+        self.memory_table.setHorizontalHeaderLabels(["", "Predicted", "Reported", "Difference"])
+        reported_header = self.memory_table.horizontalHeaderItem(2)
+        reported_header.setToolTip("Reported by llama.cpp: the buffer sizes it logged while loading")
         self.memory_table.verticalHeader().setVisible(False)
         self.memory_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.memory_table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.memory_table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.memory_table.setShowGrid(False)
+        self.memory_table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.memory_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # Set once per load, so measuring the labels costs nothing while sampling.
+        self.memory_table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         self.memory_table.setVisible(False)
         self.rss_label = _selectable("")
         self.rss_label.setVisible(False)
@@ -199,13 +251,9 @@ class HardwareView(QScrollArea):
         self.comparison = compare_memory(plan, reported)
         table = self.memory_table
         table.setRowCount(len(self.comparison))
+        widest = 0
         for r, row in enumerate(self.comparison):
-            difference = row.difference
-            if difference is None:
-                diff_text = "—"
-            else:
-                share = f" ({100 * difference / row.predicted:+.0f}%)" if row.predicted else ""
-                diff_text = f"{'+' if difference >= 0 else '−'}{format_bytes(abs(difference))}{share}"
+            diff_text, diff_short = difference_texts(row)
             texts = (
                 row.label,
                 format_bytes(row.predicted),
@@ -220,7 +268,15 @@ class HardwareView(QScrollArea):
                     font = item.font()
                     font.setBold(True)
                     item.setFont(font)
+                if c == 3:
+                    item.setToolTip(diff_text)  # the full text, also where the column shortens it
+                    item.setData(_SHORT_TEXT_ROLE, diff_short)
+                    bold = table.font()
+                    bold.setBold(True)
+                    widest = max(widest, QFontMetrics(bold).horizontalAdvance(diff_text))
                 table.setItem(r, c, item)
+        table.short = False
+        table.set_widest(widest)
         if reported is not None:
             buffers = {**reported.model, **{f"{k} KV": v for k, v in reported.kv.items()}}
             table.setToolTip(

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -34,8 +34,12 @@ STATE_TIP = {
     "conversation reuses them instead of reading them again.",
     "quarantined": "Held back after a failed batch until it is cleared.",
 }
-COLUMNS = ("Seq", "Conversation", "State", "KV cells", "Cached prefix")
+COLUMNS = ("Seq", "Chat", "State", "KV cells", "Cached prefix")  # "Chat", as the window names them
+_NAME_COLUMN = 1
+_STATE_COLUMN = 2
 _CELLS_COLUMN = 3
+_PREFIX_COLUMN = 4
+_PADDING = 16  # a cell's margins around its text
 _FRACTION_ROLE = Qt.ItemDataRole.UserRole + 1
 _COLOR_ROLE = Qt.ItemDataRole.UserRole + 2
 MAX_VISIBLE_ROWS = 8
@@ -171,13 +175,57 @@ class _CellsDelegate(QStyledItemDelegate):
         super().paint(painter, option, index)
 
 
+class _KvTable(QTableWidget):
+    """The table, telling the panel its width: the columns it shows depend on it."""
+
+    def __init__(self, on_resize: Callable[[], None]) -> None:
+        super().__init__(0, len(COLUMNS))
+        self._on_resize = on_resize
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._on_resize()
+
+
+@dataclass(frozen=True)
+class ColumnLayout:
+    """Widths of the fixed columns (the conversation takes the rest) and which are shown."""
+
+    seq: int
+    state: int
+    cells: int
+    prefix: int | None  # None: hidden, its numbers in the cells' tooltip
+
+
+def column_layout(available: int, text_width: Callable[[str], int], capacity: int) -> ColumnLayout:
+    """The columns for a table ``available`` pixels wide: all of them when the chat's name
+    keeps room, else without the cached prefix, then with a State column that fits
+    "Cached" rather than "Quarantined" (rare, and elided)."""
+    name_min = text_width("A short title") + _PADDING  # the chat's name stays readable
+    seq = text_width(COLUMNS[0]) + _PADDING
+    widest_cells = f"{max(capacity, 9999):,}"
+    cells = text_width(f"{widest_cells} / {widest_cells}") + _PADDING
+    state_wide = text_width("Quarantined") + _PADDING
+    state_narrow = max(text_width(t) for t in ("State", "Active", "Cached")) + _PADDING
+    prefix = text_width(COLUMNS[_PREFIX_COLUMN]) + _PADDING
+    fixed = seq + cells
+    if available >= fixed + state_wide + prefix + name_min:
+        return ColumnLayout(seq, state_wide, cells, prefix)
+    state = state_wide if available >= fixed + state_wide + name_min else state_narrow
+    return ColumnLayout(seq, state, cells, None)
+
+
 class KvPanel(Card):
-    """The KV cache card: usage bar, a row per sequence in use, and how many slots are free."""
+    """The KV cache card: usage bar, a row per sequence in use, and how many slots are free.
+
+    The table fits its card's width: below ~470 px of dashboard the cached prefix moves
+    from its own column into the KV cells' tooltip.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("KV cache", parent)
         self.bar = KvUsageBar()
-        self.table = QTableWidget(0, len(COLUMNS))
+        self.table = _KvTable(self._fit_columns)
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -186,15 +234,18 @@ class KvPanel(Card):
         self.table.setShowGrid(False)
         self.table.setAlternatingRowColors(True)
         self.table.setItemDelegateForColumn(_CELLS_COLUMN, _CellsDelegate(self.table))
+        # The columns always fit (see column_layout): a scroll bar would only hide the last pixels.
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         header = self.table.horizontalHeader()
         # Fixed widths from the font, not ResizeToContents: that measures every cell again on
         # each change, which made this table the costliest part of a dashboard tick.
-        metrics = self.table.fontMetrics()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
-        for column, widest in ((0, "Seq"), (2, "Quarantined"), (4, "Cached prefix")):
-            header.resizeSection(column, metrics.horizontalAdvance(widest) + 18)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(_CELLS_COLUMN, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(_NAME_COLUMN, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(24)
+        header.setHighlightSections(False)
+        self._columns: ColumnLayout | None = None
+        self._capacity = 0
         self.table.verticalHeader().setDefaultSectionSize(24)
         self.note = QLabel("No model loaded.")
         self.note.setWordWrap(True)
@@ -213,10 +264,31 @@ class KvPanel(Card):
         self._name_cache_time = 0.0
         self._stats: EngineStats | None = None
         self._fit_table_height()
+        self._fit_columns()
 
     @property
     def rows(self) -> tuple[KvRow, ...]:
         return self._rows
+
+    @property
+    def columns(self) -> ColumnLayout | None:
+        return self._columns
+
+    def _fit_columns(self) -> None:
+        table = self.table
+        layout = column_layout(
+            table.viewport().width(), table.fontMetrics().horizontalAdvance, self._capacity
+        )
+        if layout == self._columns:
+            return
+        self._columns = layout
+        header = table.horizontalHeader()
+        header.resizeSection(0, layout.seq)
+        header.resizeSection(_STATE_COLUMN, layout.state)
+        header.resizeSection(_CELLS_COLUMN, layout.cells)
+        table.setColumnHidden(_PREFIX_COLUMN, layout.prefix is None)
+        if layout.prefix is not None:
+            header.resizeSection(_PREFIX_COLUMN, layout.prefix)
 
     def set_names(self, names: OwnerNames) -> None:
         self._names = names
@@ -248,6 +320,9 @@ class KvPanel(Card):
             self._name_cache.clear()
             self._name_cache_time = now
         rows = kv_rows(stats, self._last_owner, self._cached_name)
+        if stats.n_ctx_per_sequence != self._capacity:
+            self._capacity = stats.n_ctx_per_sequence
+            self._fit_columns()  # the cells column is as wide as "capacity / capacity"
         self.set_title(
             f"KV cache — {len(stats.sequences)} sequence{'s' if len(stats.sequences) != 1 else ''}"
             f" × {stats.n_ctx_per_sequence:,} cells"
@@ -297,8 +372,16 @@ class KvPanel(Card):
                 cells = table.item(r, _CELLS_COLUMN)
                 cells.setText(f"{row.cells_used:,} / {row.capacity:,}")
                 cells.setData(_FRACTION_ROLE, row.fraction)
-            if before is None or before.reusable_tokens != row.reusable_tokens:
-                table.item(r, 4).setText(format_count(row.reusable_tokens) if row.reusable_tokens else "—")
+            if before is None or (before.cells_used, before.reusable_tokens) != (
+                row.cells_used,
+                row.reusable_tokens,
+            ):
+                prefix = format_count(row.reusable_tokens) if row.reusable_tokens else "—"
+                table.item(r, _PREFIX_COLUMN).setText(prefix)
+                # Where a narrow table's hidden prefix column can still be read.
+                table.item(r, _CELLS_COLUMN).setToolTip(
+                    f"{row.cells_used:,} cells in use; cached prefix: {prefix} tokens"
+                )
         self._shown = list(rows)
 
     def _fit_table_height(self) -> None:
@@ -308,4 +391,4 @@ class KvPanel(Card):
         self.table.setFixedHeight(height)
 
 
-__all__ = ["KvPanel", "KvRow", "KvUsageBar", "kv_rows", "names_from"]
+__all__ = ["ColumnLayout", "KvPanel", "KvRow", "KvUsageBar", "column_layout", "kv_rows", "names_from"]

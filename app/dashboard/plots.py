@@ -3,9 +3,12 @@
 Cheap by construction, because they redraw several times a second beside a decoding model:
 - every curve is one ``PlotDataItem`` created once and fed ``setData`` with numpy views of
   the history's ring buffers (the only allocation is ``times - now``);
-- the x axis is "seconds before now" over a fixed window with static ticks, and the y range
-  moves only in nice steps, so the axes' cached pictures are rarely regenerated;
+- the x axis is "seconds before now" and the y range moves only in steps (``SPANS_S``,
+  ``nice_ceiling``), so the axes' cached pictures are rarely regenerated;
 - a card scrolled out of sight (or on a hidden tab) skips its update entirely.
+
+The plots are read, not explored: they neither zoom nor pan, and a wheel over one scrolls
+the page it sits in.
 """
 
 from __future__ import annotations
@@ -16,9 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QFrame, QGraphicsItem, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QPalette, QWheelEvent
+from PySide6.QtWidgets import (
+    QAbstractScrollArea,
+    QApplication,
+    QFrame,
+    QGraphicsItem,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.dashboard.metrics import SeriesTable
 from engine import format_bytes, format_count
@@ -41,6 +53,13 @@ PLOT_HEIGHT = 160
 # One-pixel cosmetic lines take the raster engine's fast path; two pixels cost about twice as much.
 LINE_WIDTH = 1
 AXIS_WIDTH = 46  # fixed, so the plots of stacked cards line up
+# The x ranges a plot steps through as its table fills: it shows the span its data covers
+# (at least half of it filled) rather than a strip at the right of the whole window.
+SPANS_S = (30.0, 60.0, 120.0, 180.0, 300.0)
+# Major ticks of the time axis (seconds), the first one whose labels stay this far apart.
+TIME_STEPS_S = (5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600)
+MIN_LABEL_GAP_PX = 56  # "−10 min" is ~45 px wide
+LABEL_OVERHANG_PX = 24  # the end labels may reach this far past the plot (under the y axis)
 _BYTE_UNITS = ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"), (1, "B"))
 
 
@@ -83,24 +102,49 @@ class Series:
     fill: bool = False
 
 
+def visible_span(age: float, window_s: float) -> float:
+    """The x range (seconds) for a table whose oldest row in the window is ``age`` seconds
+    old: the first of ``SPANS_S`` that holds it, and never more than ``window_s``."""
+    for span in SPANS_S:
+        if span >= window_s:
+            break
+        if age <= span:
+            return span
+    return window_s
+
+
 class TimeAxis(pg.AxisItem):
-    """Bottom axis in "seconds before now", ticks fixed once for the window: −5 min … now."""
+    """Bottom axis in "seconds before now" (−2 min … now): labels at round steps, as dense
+    as the plot's width allows, whatever the span."""
 
-    def __init__(self, window_s: float, **kwargs: object) -> None:
+    def __init__(self, **kwargs: object) -> None:
         super().__init__("bottom", **kwargs)
-        major_step = 60 if window_s > 180 else (30 if window_s > 90 else 10)
-        minor_step = major_step / 2 if major_step > 10 else 5
-        major = [(-k * major_step, _ago(k * major_step)) for k in range(int(window_s // major_step) + 1)]
-        minor = [(-k * minor_step, "") for k in range(int(window_s // minor_step) + 1)]
-        self.setTicks([major, minor])
+        self.setStyle(maxTextLevel=0)  # labels on the major ticks only
+
+    def boundingRect(self) -> QRectF:
+        # pyqtgraph leaves out the overhang when a grid is shown, and drops labels outside
+        # this rectangle: "now" and the oldest label would vanish.
+        return super().boundingRect().adjusted(-LABEL_OVERHANG_PX, 0, LABEL_OVERHANG_PX, 0)
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        if maxVal <= minVal or size <= 0:
+            return []
+        pixels_per_s = size / (maxVal - minVal)
+        major = next((s for s in TIME_STEPS_S if s * pixels_per_s >= MIN_LABEL_GAP_PX), TIME_STEPS_S[-1])
+        return [(float(major), 0.0), (major / 2, 0.0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [ago(-v) if v <= 0 else "" for v in values]
 
 
-def _ago(seconds: float) -> str:
-    if seconds == 0:
+def ago(seconds: float) -> str:
+    """A time-axis label: "now", "−30 s", "−2 min"."""
+    whole = round(seconds)
+    if whole == 0:
         return "now"
-    if seconds % 60 == 0:
-        return f"−{int(seconds // 60)} min"
-    return f"−{int(seconds)} s"
+    if whole % 60 == 0:
+        return f"−{whole // 60} min"
+    return f"−{whole} s"
 
 
 class ValueAxis(pg.AxisItem):
@@ -138,6 +182,26 @@ def finite_max(values: np.ndarray) -> float:
     return float(np.fmax.reduce(values, initial=-math.inf))
 
 
+def forward_wheel(widget: QWidget, event: QWheelEvent) -> None:
+    """Hand a wheel event to the nearest scroll area around ``widget``, so the page scrolls."""
+    parent = widget.parentWidget()
+    while parent is not None and not isinstance(parent, QAbstractScrollArea):
+        parent = parent.parentWidget()
+    if parent is None:
+        event.ignore()
+        return
+    # Sent, not ignored and left to propagate: Qt propagates only spontaneous wheel events,
+    # and this also serves wheels that reach the plot through another widget.
+    QApplication.sendEvent(parent.viewport(), event)
+
+
+class StaticPlot(pg.PlotWidget):
+    """A PlotWidget that is only looked at: the wheel scrolls the page instead of zooming."""
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        forward_wheel(self, event)
+
+
 class Card(QFrame):
     """A titled, framed panel; plot cards and message cards share the look."""
 
@@ -151,6 +215,7 @@ class Card(QFrame):
             " border-radius: 6px; }"
         )
         self.title_label = QLabel(title)
+        self.title_label.setWordWrap(True)  # long titles wrap in a narrow dock
         font = self.title_label.font()
         font.setBold(True)
         self.title_label.setFont(font)
@@ -188,7 +253,10 @@ class MessageCard(Card):
 
 
 class PlotCard(Card):
-    """A live plot of some columns of one ``SeriesTable`` over the last ``window_s`` seconds.
+    """A live plot of some columns of one ``SeriesTable`` over up to the last ``window_s`` seconds.
+
+    The x range grows with the data: while the table holds less than ``window_s`` seconds
+    the plot shows the smallest of ``SPANS_S`` that covers it (``span``).
 
     ``y_max`` fixes the y range (percentages); otherwise it follows the data in nice steps,
     never below ``y_floor``. ``byte_values`` plots bytes in the largest fitting binary unit
@@ -221,6 +289,7 @@ class PlotCard(Card):
         self._items: list[pg.PlotDataItem] = []
         self._legend_text = ""
         self._last_draw = -math.inf
+        self._span = math.nan
         self.updates = 0  # how many refreshes reached setData (tests, benchmarks)
 
         self.legend = QLabel()
@@ -231,9 +300,9 @@ class PlotCard(Card):
         palette = self.palette()
         background = palette.color(QPalette.ColorRole.Base)
         self._foreground = palette.color(QPalette.ColorRole.Text)
-        self.plot = pg.PlotWidget(
+        self.plot = StaticPlot(
             background=background,
-            axisItems={"bottom": TimeAxis(window_s), "left": ValueAxis()},
+            axisItems={"bottom": TimeAxis(), "left": ValueAxis()},
         )
         # Fixed: a QGraphicsView's size hint follows its scene and would make every card huge.
         self.plot.setFixedHeight(PLOT_HEIGHT)
@@ -244,6 +313,8 @@ class PlotCard(Card):
         item.hideButtons()
         item.setMouseEnabled(x=False, y=False)
         item.showGrid(x=True, y=True, alpha=0.18)
+        # Room right of the plot for the half of "now" that overhangs its last tick.
+        item.layout.setContentsMargins(1, 1, LABEL_OVERHANG_PX // 2, 1)
         for name in ("left", "bottom"):
             axis = item.getAxis(name)
             axis.setTextPen(self._foreground)
@@ -251,12 +322,22 @@ class PlotCard(Card):
             # Cached as a pixmap: replaying an axis's text costs more than drawing every curve,
             # and the axes change only when their range does (which invalidates the cache).
             axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        # Margins on both sides, so the "−5 min" and "now" labels at the ends are not clipped.
-        item.setXRange(-1.04 * window_s, 0.04 * window_s, padding=0)
         item.disableAutoRange()
+        self._set_span(visible_span(0.0, window_s))
         self._update_y_range(-math.inf)
         self.body.addWidget(self.plot, 1)
         self._set_unit_title()
+
+    @property
+    def span(self) -> float:
+        """Seconds of history the x axis shows now."""
+        return self._span
+
+    def _set_span(self, span: float) -> None:
+        if span != self._span:
+            self._span = span
+            # A margin on both sides, so the ends of the curves are not lost against the frame.
+            self.plot.getPlotItem().setXRange(-1.02 * span, 0.02 * span, padding=0)
 
     # -- curves ------------------------------------------------------------------------------
 
@@ -325,10 +406,12 @@ class PlotCard(Card):
             if not self.is_on_screen():
                 return False
             pixels = max(1.0, self.plot.getPlotItem().getViewBox().width())
-            if now - self._last_draw < self.window_s / pixels:
+            if now - self._last_draw < self._span / pixels:
                 return False
         self._last_draw = now
         times = self.table.times()
+        first = int(np.searchsorted(times, now - self.window_s))  # the oldest row still in the window
+        self._set_span(visible_span(now - float(times[first]) if first < len(times) else 0.0, self.window_s))
         x = times - now
         columns = [self.table.series(s.column) for s in self._series]
         top = max((finite_max(c) for c in columns), default=-math.inf)
@@ -393,8 +476,10 @@ __all__ = [
     "MessageCard",
     "PlotCard",
     "Series",
+    "StaticPlot",
     "TimeAxis",
     "ValueAxis",
+    "ago",
     "byte_fmt",
     "color_for",
     "finite_max",
@@ -403,5 +488,7 @@ __all__ = [
     "fmt_percent",
     "fmt_rate",
     "fmt_watts",
+    "forward_wheel",
     "nice_ceiling",
+    "visible_span",
 ]

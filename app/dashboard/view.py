@@ -10,6 +10,7 @@ most one request is outstanding, so a long batch cannot pile commands onto the e
 from __future__ import annotations
 
 import contextlib
+import html
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -18,16 +19,15 @@ from pathlib import Path
 from typing import Protocol
 
 import psutil
-from PySide6.QtCore import Qt, QTimer, Signal, SignalInstance
+from PySide6.QtCore import QSize, Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QGridLayout,
-    QHBoxLayout,
     QLabel,
-    QPushButton,
     QScrollArea,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -64,6 +64,10 @@ log = logging.getLogger("hearth.dashboard")
 DEFAULT_INTERVAL_MS = 250
 STATS_TIMEOUT_S = 10.0  # an unanswered stats request older than this is given up and re-asked
 CARD_MIN_WIDTH = 440  # below twice this the cards stack in one column
+# A dock beside the chat: usable from MIN_WIDTH (no horizontal scrolling; the KV table
+# drops its least needed column), comfortable at PREFERRED_WIDTH.
+MIN_WIDTH = 340
+PREFERRED_WIDTH = 420
 
 
 class TelemetrySource(Protocol):
@@ -223,12 +227,13 @@ class DashboardView(QWidget):
 
         self.status = QLabel("No model loaded")
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.export_button = QPushButton("Export…")
+        self.status.setWordWrap(True)  # one line when there is room, more in a narrow dock
+        # A tool button: as tall as the tabs it sits beside.
+        self.export_button = QToolButton()
+        self.export_button.setText("Export…")
+        self.export_button.setAutoRaise(True)
         self.export_button.setToolTip("Save this session's metrics (CSV) and the plots (PNG) to a folder")
         self.export_button.clicked.connect(lambda: self.export())
-        header = QHBoxLayout()
-        header.addWidget(self.status, 1)
-        header.addWidget(self.export_button)
 
         # Engine
         self.throughput_card = PlotCard("Throughput", eng, window_s=w, unit="tokens/s", y_floor=10)
@@ -240,7 +245,13 @@ class DashboardView(QWidget):
         self.kv_panel = KvPanel()
         self.kv_plot_card = PlotCard("KV cells per sequence", eng, window_s=w, y_floor=16)
         self.batch_card = PlotCard("Batch fill", eng, window_s=w, unit="%", y_max=100)
-        self.batch_card.add_series(Series(m.BATCH_FILL, "Rows of the last batch", color_for(4), fmt_percent))
+        self.batch_card.add_series(
+            Series(m.BATCH_FILL, "Sequences per batch", color_for(4), fmt_percent, fill=True)
+        )
+        self.batch_card.setToolTip(
+            "How many of the sequences the model decodes in parallel were in each batch, on "
+            "average over the last two seconds: two replies streaming on four sequences read 50%."
+        )
         self.prefix_rate_card = PlotCard("Prefix-cache hit rate", eng, window_s=w, unit="%", y_max=100)
         self.prefix_rate_card.add_series(
             Series(m.PREFIX_HIT_RATE, "Requests that reused a cached prefix", color_for(5), fmt_percent)
@@ -304,10 +315,12 @@ class DashboardView(QWidget):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.live_scroll, "Live")
         self.tabs.addTab(self.hardware_view, "Hardware")
+        # Beside the tabs rather than the status, which keeps the full width to wrap in.
+        self.tabs.setCornerWidget(self.export_button, Qt.Corner.TopRightCorner)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(header)
+        layout.addWidget(self.status)
         layout.addWidget(self.tabs, 1)
 
     @property
@@ -325,6 +338,12 @@ class DashboardView(QWidget):
             self.process_card,
             *self.gpu_cards,
         )
+
+    def sizeHint(self) -> QSize:
+        return QSize(PREFERRED_WIDTH, 720)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(MIN_WIDTH, 240)
 
     # -- public API --------------------------------------------------------------------------
 
@@ -614,7 +633,7 @@ class DashboardView(QWidget):
             self.status.setText(f"{name}: waiting for the engine's first statistics…")
             return
         parts = [
-            f"<b>{name}</b>",
+            f"<b>{html.escape(name)}</b>",
             f"{stats.active_requests} active",
             f"{stats.queue_depth} queued",
             f"decode {format_count(round(stats.decode_tokens_per_second))} tok/s",
@@ -624,7 +643,9 @@ class DashboardView(QWidget):
         rate = self.history.totals.prefix_hit_rate
         if rate is not None:
             parts.append(f"prefix hits {100 * rate:.0f}%")
-        text = " · ".join(parts)
+        # No-break spaces inside each part: a narrow dock wraps between "decode 32 tok/s"
+        # and the next part, never inside it.
+        text = " · ".join([parts[0], *(p.replace(" ", "\u00a0") for p in parts[1:])])
         if text != self.status.text():
             self.status.setText(text)
 

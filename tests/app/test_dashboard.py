@@ -14,11 +14,14 @@ import numpy as np
 import pynvml
 import pytest
 from PIL import Image
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QPoint, QPointF, Qt, Signal
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.dashboard import DashboardView, MetricsHistory, SeriesTable, compare_memory, kv_rows
 from app.dashboard import metrics as m
-from app.dashboard.plots import nice_ceiling
+from app.dashboard.plots import MIN_LABEL_GAP_PX, SPANS_S, TimeAxis, ago, nice_ceiling, visible_span
+from app.dashboard.view import MIN_WIDTH, PREFERRED_WIDTH
 from engine.hardware import GpuInfo, GpuSample, HardwareSnapshot, Telemetry, TelemetrySample
 from engine.llama_log import ReportedMemory
 from engine.requests import ChatRequest, EngineStats, SequenceStats, SlotState
@@ -407,7 +410,7 @@ def test_stats_are_requested_one_at_a_time_and_handled_on_the_gui_thread(qtbot, 
     assert seen[0] == threading.get_ident()
     assert view.history.latest_stats is model.answer
     qtbot.waitUntil(lambda: model.requests >= 2, timeout=5000)  # polling resumed
-    assert "1 active" in view.status.text()
+    assert "1\u00a0active" in view.status.text()  # kept on one line when the status wraps
     view.set_model(None)
     assert all(f.cancelled() for f in model.outstanding)  # the unanswered request is withdrawn
     assert view.kv_panel.rows == ()
@@ -545,10 +548,125 @@ def test_plots_redraw_once_per_pixel_of_time(qtbot) -> None:
     card = v.cpu_card
     v.live_scroll.ensureWidgetVisible(card)
     qtbot.wait(10)
-    pixel_s = 300 / card.plot.getPlotItem().getViewBox().width()
     t = time.monotonic() + 100
     assert card.refresh(t)
+    pixel_s = card.span / card.plot.getPlotItem().getViewBox().width()
     assert not card.refresh(t + pixel_s / 3)  # nothing would move on screen
     assert card.refresh(t + pixel_s * 1.01)
     assert card.refresh(t + pixel_s * 1.02, force=True)  # export and explicit refreshes always draw
     v.shutdown()
+
+
+# -- x range, wheel, narrow docks ----------------------------------------------------------------
+
+
+def test_the_x_range_grows_with_the_data_up_to_the_window(qtbot) -> None:
+    v = DashboardView(FakeTelemetry(), interval_ms=250, window_s=300)
+    qtbot.addWidget(v)
+    card = v.throughput_card
+    view_box = card.plot.getPlotItem().getViewBox()
+    start = 1000.0
+    shown = {}
+    for second in range(0, 600, 5):  # ten minutes of stats, one row every 5 s
+        v.history.add_engine_stats(stats(), timestamp=start + second)
+        card.refresh(start + second, force=True)
+        shown[second] = (card.span, view_box.viewRange()[0][0])
+    assert shown[20] == (30.0, pytest.approx(-30.6))  # 20 s open: a 30 s axis, not 5 minutes
+    assert shown[45][0] == 60.0 and shown[100][0] == 120.0 and shown[150][0] == 180.0
+    assert shown[250][0] == 300.0 and shown[595][0] == 300.0  # full, then scrolling
+    for second, (span, _left) in shown.items():
+        assert second <= span or span == 300  # every row is on screen while the table fills ...
+        assert second >= span / 2 or span == SPANS_S[0]  # ... and fills at least half of it
+    assert visible_span(10.0, 20.0) == 20.0  # a short window is shown whole
+
+
+def test_time_axis_labels_stay_apart_at_any_width() -> None:
+    axis = TimeAxis()
+    for span in SPANS_S:
+        for pixels in (220.0, 300.0, 600.0, 1200.0):
+            (major, _), (minor, _) = axis.tickSpacing(-span, 0.0, pixels)
+            assert major * pixels / span >= MIN_LABEL_GAP_PX and minor == major / 2
+    assert axis.tickStrings([-120.0, -90.0, -30.0, 0.0], 1.0, 30.0) == ["−2 min", "−90 s", "−30 s", "now"]
+    assert ago(29.999999) == "−30 s"
+
+
+def test_wheel_over_a_plot_scrolls_the_page_instead_of_zooming(qtbot, view: DashboardView) -> None:
+    view.resize(420, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    bar = view.live_scroll.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == 0
+    plot = view.requests_card.plot
+    view_box = plot.getPlotItem().getViewBox()
+    assert view_box.state["mouseEnabled"] == [False, False]
+    before = view_box.viewRange()
+    viewport = plot.viewport()
+    at = QPointF(viewport.width() / 2, viewport.height() / 2)
+    wheel = QWheelEvent(
+        at,
+        viewport.mapToGlobal(at),
+        QPoint(0, 0),
+        QPoint(0, -120),  # one notch down
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(viewport, wheel)
+    assert bar.value() > 0  # the page moved
+    assert view_box.viewRange() == before  # the plot did not zoom
+
+
+@pytest.mark.parametrize("width", [MIN_WIDTH, 360, 420, 700])
+def test_the_dashboard_fits_a_narrow_dock_without_scrolling_sideways(qtbot, width: int) -> None:
+    v = DashboardView(FakeTelemetry(), snapshot=snapshot(), interval_ms=40)
+    qtbot.addWidget(v)
+    assert v.sizeHint().width() == PREFERRED_WIDTH and v.minimumSizeHint().width() == MIN_WIDTH
+    assert QWidget.minimumSizeHint(v).width() <= MIN_WIDTH  # what its layout really needs
+    v.set_owner_names({"chat-1": "Trip planning with a long conversation title"})
+    v.record_stats(
+        stats(
+            (
+                SequenceStats(0, SlotState.ACTIVE, "chat-1", 40, 12),
+                SequenceStats(1, SlotState.REUSABLE, "", 52, 52),
+            ),
+            active=1,
+        )
+    )
+    v.resize(width, 800)
+    v.show()
+    qtbot.waitExposed(v)
+    assert v.width() == width
+    assert v.live_scroll.horizontalScrollBar().maximum() == 0
+    table = v.kv_panel.table
+    shown = [c for c in range(table.columnCount()) if not table.isColumnHidden(c)]
+    used = sum(table.columnWidth(c) for c in shown)
+    assert used <= table.viewport().width()  # every shown column fits: nothing cut at the right
+    prefix_shown = 4 in shown
+    assert prefix_shown == (width >= 700)  # the least needed column goes first
+    assert table.item(0, 3).toolTip().endswith("cached prefix: 12 tokens")  # still readable
+    assert {1, 2, 3} <= set(shown)
+    v.tabs.setCurrentWidget(v.hardware_view)
+    qtbot.wait(10)
+    assert v.hardware_view.horizontalScrollBar().maximum() == 0
+    v.shutdown()
+
+
+def test_memory_differences_shorten_in_a_narrow_table(qtbot, view: DashboardView, tiny_model: Path) -> None:
+    plan = plan_for(tiny_model, ctx=512, parallel=2)
+    reported = ReportedMemory(
+        model={"CPU_Mapped": 1_000_000}, kv={"CPU": 2_000_000}, compute={"CPU": 3_000_000}
+    )
+    view.set_load_report(plan, reported)
+    view.tabs.setCurrentWidget(view.hardware_view)
+    table = view.hardware_view.memory_table
+    total = table.rowCount() - 1
+    view.resize(900, 800)
+    view.show()
+    qtbot.waitExposed(view)
+    wide = table.item(total, 3).text()
+    assert "B (" in wide and wide.endswith("%)")  # "−1.2 MiB (−20%)"
+    view.resize(MIN_WIDTH, 800)
+    qtbot.waitUntil(lambda: table.item(total, 3).text() != wide, timeout=2000)
+    assert table.item(total, 3).text() == wide.split("(")[1].rstrip(")")  # just the share
+    assert table.item(total, 3).toolTip() == wide
