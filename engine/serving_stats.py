@@ -20,7 +20,7 @@ from engine.scheduler import SequencePool, SequenceState
 RATE_WINDOW = 2.0  # seconds of batches behind the recent tokens/s and the batch fill
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BatchRecord:
     """One ``llama_decode`` that succeeded, as the recent rates count it."""
 

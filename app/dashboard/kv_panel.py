@@ -364,7 +364,9 @@ class KvPanel(Card):
                 table.item(r, _CELLS_COLUMN).setData(_COLOR_ROLE, color_for(row.sequence_id))
             if before is None or (before.name, before.owner) != (row.name, row.owner):
                 table.item(r, 1).setText(row.name)
-                table.item(r, 1).setToolTip(row.owner if row.owner != row.name else "")
+                # The whole name, which a narrow column elides, and the owner id behind it.
+                tip = row.name if row.owner in ("", row.name) else f"{row.name} ({row.owner})"
+                table.item(r, 1).setToolTip(tip)
             if before is None or before.state != row.state:
                 table.item(r, 2).setText(STATE_TEXT.get(row.state, row.state))
                 table.item(r, 2).setToolTip(STATE_TIP.get(row.state, ""))

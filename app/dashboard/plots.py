@@ -398,15 +398,17 @@ class PlotCard(Card):
     def refresh(self, now: float, force: bool = False) -> bool:
         """Feed the curves the newest history; False when skipped (off screen, or too soon).
 
-        "Too soon" is less time than one pixel of the x axis stands for: with five minutes
-        across ~400 pixels the curves move a pixel every ~0.75 s, and redrawing at every
-        250 ms sample would change nothing visible for most of the cost.
+        "Too soon" is less time than one pixel of the whole window stands for: with five
+        minutes across ~400 pixels the curves move a pixel every ~0.75 s, and redrawing at
+        every 250 ms sample would change nothing visible for most of the cost. A plot that
+        shows a shorter ``span`` while its table fills keeps that budget (its curves step a
+        few pixels a redraw), so a young dashboard costs no more than a full one.
         """
         if not force:
             if not self.is_on_screen():
                 return False
             pixels = max(1.0, self.plot.getPlotItem().getViewBox().width())
-            if now - self._last_draw < self._span / pixels:
+            if now - self._last_draw < self.window_s / pixels:
                 return False
         self._last_draw = now
         times = self.table.times()

@@ -548,9 +548,10 @@ def test_plots_redraw_once_per_pixel_of_time(qtbot) -> None:
     card = v.cpu_card
     v.live_scroll.ensureWidgetVisible(card)
     qtbot.wait(10)
+    pixel_s = 300 / card.plot.getPlotItem().getViewBox().width()
     t = time.monotonic() + 100
     assert card.refresh(t)
-    pixel_s = card.span / card.plot.getPlotItem().getViewBox().width()
+    assert card.span == 120  # 100 s of data: a 2-minute axis, redrawn as often as a 5-minute one
     assert not card.refresh(t + pixel_s / 3)  # nothing would move on screen
     assert card.refresh(t + pixel_s * 1.01)
     assert card.refresh(t + pixel_s * 1.02, force=True)  # export and explicit refreshes always draw
@@ -645,6 +646,7 @@ def test_the_dashboard_fits_a_narrow_dock_without_scrolling_sideways(qtbot, widt
     prefix_shown = 4 in shown
     assert prefix_shown == (width >= 700)  # the least needed column goes first
     assert table.item(0, 3).toolTip().endswith("cached prefix: 12 tokens")  # still readable
+    assert table.item(0, 1).toolTip() == "Trip planning with a long conversation title (chat-1)"
     assert {1, 2, 3} <= set(shown)
     v.tabs.setCurrentWidget(v.hardware_view)
     qtbot.wait(10)
