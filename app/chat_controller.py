@@ -51,6 +51,7 @@ from engine import (
     ImageRejected,
     LoadedModel,
     PromptSize,
+    PromptTooLong,
     RequestHandle,
     Role,
     StopReason,
@@ -61,6 +62,7 @@ from engine import (
 NEW_TITLE = "New chat"
 SAVE_INTERVAL_MS = 500
 DECODED_IMAGE_CACHE = 32
+PROMPT_TOO_LONG = "prompt_too_long"  # a failed reply's stop reason: the chat outgrew the context
 MEASURE_DEBOUNCE_MS = 300  # the context count follows typing this long after it pauses
 DELETED_KEPT_S = 7 * 24 * 3600  # deleted conversations and messages, until the next start purges them
 
@@ -166,6 +168,7 @@ class ChatController(QObject):
         self._size: tuple[tuple[int, str], PromptSize | None] | None = None  # (conversation, draft)
         self._measured.connect(self._on_measured)
         self._closing = False
+        self._too_long_at: dict[int, int] = {}  # reply id -> the context it did not fit in
 
         composer.submitted.connect(self.submit)
         composer.stop_requested.connect(self.stop)
@@ -633,8 +636,22 @@ class ChatController(QObject):
     def _on_failed(self, stream: _ReplyInFlight, error: EngineError) -> None:
         if self._closing:
             return
-        self.store.finish_reply(stream.message_id, stream.text, StoredState.FAILED, error=error.message)
+        too_long = isinstance(error, PromptTooLong)
+        self.store.finish_reply(
+            stream.message_id,
+            stream.text,
+            StoredState.FAILED,
+            error=error.message,
+            stop_reason=PROMPT_TOO_LONG if too_long else None,
+        )
         self._end(stream, MessageState.FAILED, error=error.message)
+        model = self.session.ready_model
+        if too_long and model is not None:
+            # Regenerating would fail the same way until the context grows: the notice offers
+            # that instead (shown again, the conversation's actions say so).
+            self._too_long_at[stream.message_id] = model.context_per_conversation
+            if stream.conversation_id == self.current_id:
+                self.select(stream.conversation_id)
 
     def _end(
         self, stream: _ReplyInFlight, state: MessageState, stats: ReplyStats | None = None, error: str = ""
@@ -670,6 +687,9 @@ class ChatController(QObject):
         self.composer.clear_error()
         if self.current_id is not None:
             self.images_left_out.emit(self._images_unseen(self.current_id))
+            shown = self.store.messages(self.current_id)
+            if any(m.id in self._too_long_at for m in shown) and self.current_id not in self._streams:
+                self.select(self.current_id)  # a larger context may make Regenerate worth offering
         self.measure_draft()
         model = self.session.ready_model
         if model is None:
@@ -729,7 +749,14 @@ class ChatController(QObject):
             author_details=_author_details(message),
             version=message.version,
             version_count=message.version_count,
+            can_regenerate=not self._would_fail_again(message),
         )
+
+    def _would_fail_again(self, message: Message) -> bool:
+        """A reply that failed for want of context, while the model still has no more."""
+        model = self.session.ready_model
+        limit = self._too_long_at.get(message.id)
+        return limit is not None and model is not None and model.context_per_conversation <= limit
 
 
 def _writer(model: LoadedModel) -> ReplyModel:

@@ -1,37 +1,50 @@
-"""Screenshots of Hearth's main states for the README (offscreen or under xvfb-run).
+"""Screenshots of Hearth for the README, at 1280×800 and 1920×1080, with a real conversation.
 
-Run: ``.venv/bin/python docs/make_screenshots.py`` -> docs/screenshots/*.png
+Qwen2.5-Coder 1.5B Instruct (the default model) answers two questions; the window is shot
+with the dashboard closed and open, the Models page with its plan, a load in progress, and
+a picture sent to the tiny vision demo model (random weights: its reply is noise, the point
+is the image path through the app). Takes a few minutes on two cores.
+
+Run under a real X server: ``xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python
+docs/make_screenshots.py`` -> docs/screenshots/*.png
 """
 
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 OUT = REPO / "docs" / "screenshots"
+SIZES = ((1280, 800), (1920, 1080))
+QUESTIONS = (
+    "Hello! Who are you?",
+    "Write a Python function that checks whether a string is a palindrome, ignoring case and "
+    "punctuation, with a short explanation.",
+)
 
 
 def main() -> None:
     from PIL import Image, ImageDraw
 
     from app.application import create_application
+    from app.chat_model import ensure_chat_model
+    from app.default_model import ensure_default_model
     from app.main_window import MainWindow
     from app.paths import resolve_paths
-    from benchmarks.bench_engine import gemma_path
+    from app.widgets.nav_rail import Page
     from engine.tiny_models import write_tiny_projector, write_tiny_text_model
 
     app = create_application()
     root = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
     paths = resolve_paths(root / "data", root / "models").ensure()
     OUT.mkdir(parents=True, exist_ok=True)
+    qwen = ensure_chat_model(REPO / ".test-cache")
+    gemma = ensure_default_model(REPO / ".test-cache")
 
     def pump(seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -39,76 +52,82 @@ def main() -> None:
             app.processEvents()
             time.sleep(0.005)
 
+    def until(condition, timeout: float = 600) -> None:
+        end = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > end:
+                raise TimeoutError("the window did not get there")
+            pump(0.05)
+
     def shot(window: MainWindow, name: str) -> None:
-        pump(0.3)
+        pump(0.5)
         window.grab().save(str(OUT / f"{name}.png"))
-        print("wrote", OUT / f"{name}.png")
+        print("wrote", OUT / f"{name}.png", flush=True)
+
+    def each_size(window: MainWindow, name: str, prepare=None) -> None:
+        for width, height in SIZES:
+            window.resize(width, height)
+            pump(0.4)
+            if prepare is not None:
+                prepare()
+            shot(window, f"{width}-{name}")
 
     window = MainWindow(paths)
-    window.resize(1440, 900)
+    window.resize(*SIZES[0])
     window.show()
     window.start()
     window.library.wait_idle()
     shot(window, "01-empty")
 
-    models = root / "my-models"
-    models.mkdir()
-    gemma = models / "gemma-3-270m-q4_k_m.gguf"
-    shutil.copyfile(gemma_path(), gemma)
-    write_tiny_text_model(models / "tiny-vision-demo.gguf")
-    write_tiny_projector(models / "mmproj-tiny-vision-demo.gguf")
-    (models / "half-downloaded.gguf").write_bytes((models / "tiny-vision-demo.gguf").read_bytes()[:200_000])
-    window.library.add_paths([models], select=gemma)
+    demo = root / "demo-models"
+    demo.mkdir()
+    tiny = write_tiny_text_model(demo / "tiny-vision-demo.gguf")
+    write_tiny_projector(demo / "mmproj-tiny-vision-demo.gguf")
+    (demo / "half-downloaded.gguf").write_bytes(tiny.read_bytes()[:200_000])
+    window.library.add_paths([qwen, gemma, demo], select=qwen)
     window.library.wait_idle()
-    pump(0.5)
-    window.library_panel.select_path(gemma)
+    until(lambda: window.library_panel.selected_path() == qwen)
     window.model_panel.ctx_spin.setValue(8192)
-    window.model_panel.parallel_spin.setValue(4)
-    shot(window, "02-library-and-plan")
+    window.model_panel.parallel_spin.setValue(2)
+    each_size(window, "models")
 
     window.model_panel.load_button.click()
-    pump(0.15)
+    pump(0.6)
     shot(window, "03-loading")
-    while window.session.state.value != "ready":
-        pump(0.05)
-    settings = window.sampling_panel.settings()
-    for prompt in ("What is a lighthouse, and why were they built?", "Tell me a short story about a cat."):
-        window.new_chat_action.trigger()
-        window.sampling_panel.set_settings(type(settings)(**{**settings.to_dict(), "max_tokens": 200}))
-        window.sampling_panel.changed.emit(window.sampling_panel.settings())
-        window.composer.set_text(prompt)
+    until(lambda: window.session.ready_model is not None)
+    window.new_chat()
+    for question in QUESTIONS:
+        window.composer.set_text(question)
         window.composer.submit()
-    pump(2.5)
-    shot(window, "04-chat-streaming")
-    while window.chat.streaming:
-        pump(0.1)
+        until(lambda: window.chat.streaming == 0)
+    window.show_page(Page.CHATS)
+    each_size(window, "chat")
     window.dashboard_action.setChecked(True)
-    pump(1.5)
-    shot(window, "05-chat-and-dashboard")
+    pump(2.0)
+    each_size(window, "chat-and-dashboard")
     window.dashboard_action.setChecked(False)
+    window.resize(*SIZES[0])
 
-    # Vision: the tiny demo model and its projector (random weights: the reply is noise,
-    # the point is the image path through the app).
-    tiny = models / "tiny-vision-demo.gguf"
+    # Vision: the tiny demo model and its projector (picked by default).
+    window.show_page(Page.MODELS)
     window.library_panel.select_path(tiny)
-    pump(0.2)
-    panel = window.model_panel
-    panel.projector_combo.setCurrentIndex(panel.projector_combo.findText("mmproj-tiny-vision-demo.gguf"))
-    panel.load_button.click()
-    while window.session.state.value != "ready":
-        pump(0.05)
+    pump(0.3)
+    window.model_panel.load_button.click()
+    until(lambda: window.session.ready_model is not None and window.session.plan.model.path == tiny)
     picture = Image.new("RGB", (320, 200), (30, 60, 110))
     draw = ImageDraw.Draw(picture)
     draw.ellipse((200, 60, 260, 120), fill=(255, 210, 80))
     draw.rectangle((0, 150, 320, 200), fill=(20, 30, 50))
     buffer = io.BytesIO()
     picture.save(buffer, format="PNG")
-    window.new_chat_action.trigger()
+    window.new_chat()
+    panel = window.sampling_panel
+    panel.set_settings(type(panel.settings())(**{**panel.settings().to_dict(), "max_tokens": 60}))
+    panel.changed.emit(panel.settings())
     window.composer.attach_images([("sunset.png", buffer.getvalue())])
     window.composer.set_text("What is in this picture?")
     window.composer.submit()
-    while window.chat.streaming:
-        pump(0.05)
+    until(lambda: window.chat.streaming == 0)
     shot(window, "06-chat-with-image")
     window.close()
 

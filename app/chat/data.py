@@ -170,6 +170,7 @@ class MessageData:
     author_details: str = ""  # its tooltip: the file, the sampling settings
     version: int = 1  # which of the message's versions this is, from 1 ("2/3" under it)
     version_count: int = 1
+    can_regenerate: bool = True  # False when it would fail again (the chat outgrew the context)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

@@ -258,7 +258,8 @@ class MessageRows:
             resumable = data.state in (MessageState.INTERRUPTED, MessageState.CANCELLED) or cut_off
             if resumable and i == self._last_assistant():
                 actions.append(MessageAction.CONTINUE)
-            actions.append(MessageAction.REGENERATE)
+            if data.can_regenerate:
+                actions.append(MessageAction.REGENERATE)
         if data.role is not Role.SYSTEM:
             actions.append(MessageAction.DELETE)
         if data.version > 1:

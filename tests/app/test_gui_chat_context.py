@@ -14,9 +14,10 @@ from app.main_window import MainWindow
 from app.paths import AppPaths
 from app.store import MessageState as Stored
 from app.store import Store
+from app.widgets.nav_rail import Page
 from engine.chat import Role
 from engine.hardware import HardwareSnapshot
-from tests.helpers import WAIT, load, open_window, send, set_max_tokens
+from tests.helpers import WAIT, click_footer, load, open_window, send, set_max_tokens
 
 LONG = "lighthouse " * 170  # about 1,500 tokens on the tiny model (9 a word): more than its 1,024
 
@@ -133,3 +134,38 @@ def test_closing_mid_reply_saves_it_as_interrupted(
         assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     finally:
         check.close()
+
+
+def footer_texts(window: MainWindow, message_id: int) -> list[str]:
+    view = window.message_view
+    i = view._rows.find(message_id)
+    assert i is not None
+    return [item.text for item in view._footer(i)]
+
+
+def test_regenerate_is_not_offered_where_it_cannot_fit(qtbot, window: MainWindow, tiny_model: Path) -> None:
+    load(qtbot, window, tiny_model)
+    set_max_tokens(window, 4)
+    send(qtbot, window, "lighthouse " * 75)  # about 680 tokens: fits in 1,024, not in 512
+    reply = window.store.messages(window.chat.current_id)[-1]
+    assert "Regenerate" in footer_texts(window, reply.id)
+    window.show_page(Page.MODELS)
+    window.model_panel.ctx_spin.setValue(512)
+    window.model_panel.load_button.click()
+    qtbot.waitUntil(
+        lambda: (
+            window.session.ready_model is not None and window.session.plan.context_per_conversation == 512
+        ),
+        timeout=WAIT,
+    )
+    click_footer(qtbot, window.message_view, reply.id, "Regenerate")
+    qtbot.waitUntil(lambda: window.chat.streaming == 0, timeout=WAIT)
+    failed = window.store.messages(window.chat.current_id)[-1]
+    assert failed.state is Stored.FAILED and "512 per conversation" in (failed.error or "")
+    qtbot.waitUntil(lambda: "Regenerate" not in footer_texts(window, failed.id), timeout=WAIT)
+    notice = window.chats_page.notice
+    qtbot.waitUntil(lambda: notice.button.isVisible(), timeout=WAIT)
+    notice.button.click()  # reload with a context that holds the chat
+    qtbot.waitUntil(lambda: window.session.ready_model is not None, timeout=WAIT)
+    assert window.session.plan.context_per_conversation > 512
+    qtbot.waitUntil(lambda: "Regenerate" in footer_texts(window, failed.id), timeout=WAIT)
