@@ -3,7 +3,8 @@ model's details, plan and load controls at the right."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QByteArray, QSize, Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QSplitter, QWidget
 
 from app.widgets.hardware_panel import HardwarePanel
@@ -13,6 +14,7 @@ from app.widgets.model_panel import ModelPanel
 LIBRARY_MIN_WIDTH = 240
 LIBRARY_WIDTH = 330
 DETAILS_MIN_WIDTH = 440
+LIBRARY_MAX_START_WIDTH = 460
 
 
 class ModelsPage(QSplitter):
@@ -40,6 +42,21 @@ class ModelsPage(QSplitter):
         self.setCollapsible(1, False)
         self.setSizes([LIBRARY_WIDTH, 900])
         self.side = side
+        self._sized = False
+
+    def restoreState(self, state: QByteArray) -> bool:
+        restored = super().restoreState(state)
+        self._sized = self._sized or restored  # the user's own split wins
+        return restored
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._sized:
+            # The library takes about a quarter of a wide window, not a fixed 330 px.
+            self._sized = True
+            width = self.width()
+            library = max(LIBRARY_MIN_WIDTH, min(LIBRARY_MAX_START_WIDTH, width // 4))
+            self.setSizes([library, max(DETAILS_MIN_WIDTH, width - library)])
 
     def minimumSizeHint(self) -> QSize:
         return QSize(LIBRARY_MIN_WIDTH + DETAILS_MIN_WIDTH, super().minimumSizeHint().height())

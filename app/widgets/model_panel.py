@@ -112,6 +112,8 @@ class ModelPanel(QWidget):
         self.plan_box = QGroupBox("Load plan for this machine")
         plan_layout = QVBoxLayout(self.plan_box)
         controls = QFormLayout()
+        # Fields at their natural width: on a wide screen a 1,000 px spin box reads badly.
+        controls.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
         self.ctx_spin = ContextSpinBox()
         self.ctx_spin.setRange(256, MAX_CONTEXT)
         self.ctx_spin.setSingleStep(1024)
