@@ -98,6 +98,30 @@ def _memory() -> tuple[int, int]:
     return info.uss, info.rss
 
 
+def _device_memory() -> list[int]:
+    """Bytes each NVIDIA GPU holds for this process (empty without NVML or a GPU): the plan's
+    per-GPU totals are checked against these, as its CPU total against RSS."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        used = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            mine = [
+                p.usedGpuMemory or 0
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                if p.pid == os.getpid()
+            ]
+            used.append(sum(mine))
+        return used
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def _filler(path: Path, n_tokens: int) -> str:
     """Text that the model's tokenizer turns into about ``n_tokens`` tokens (vocab-only
     load, freed before anything is measured)."""
@@ -154,6 +178,7 @@ def child(case: Case, path: Path) -> dict[str, object]:
     text = _filler(path, plan.params.n_ctx_seq - FILL_MARGIN - DECODE_TOKENS)
     release_freed_memory()
     uss0, rss0 = _memory()
+    devices0 = _device_memory()
     model = Engine.load(plan, force=True).wait_ready(1800)
     loaded_uss, _ = _memory()
     start = time.perf_counter()
@@ -166,6 +191,7 @@ def child(case: Case, path: Path) -> dict[str, object]:
     # Measured while every conversation decodes: the prompts fill the cache, every request's
     # sampler chain is live. The plan is for this moment, the peak of serving.
     uss1, rss1 = _memory()
+    devices1 = _device_memory()
     decoding = sum(not h.done for h in handles)
     fill_seconds = time.perf_counter() - start
     stats = model.stats()
@@ -192,6 +218,10 @@ def child(case: Case, path: Path) -> dict[str, object]:
             "compute": reported.compute_total if reported else 0,
             "output": reported.output_total if reported else 0,
         },
+        "gpus": [
+            {"device": m.device, "plan": m.total, "growth": after - before}
+            for m, before, after in zip(plan.memory[1:], devices0, devices1, strict=False)
+        ],
         "uss_growth": uss1 - uss0,
         "rss_growth": rss1 - rss0,
         "uss_growth_after_load": loaded_uss - uss0,
