@@ -2,7 +2,7 @@
 
 Each case runs in a fresh child process: it measures its own USS and RSS (psutil), loads
 the model with ``Engine.load(plan)``, fills every conversation's context with a prompt
-of ``n_ctx_seq - 272`` tokens, measures again once every conversation is decoding its
+of ``n_ctx_seq - 80`` tokens, measures again once every conversation is decoding its
 reply (the peak of serving: prompts cached, every sampler live), and compares the growth
 with the plan's CPU total. The model is read from a private copy, so no other process
 that maps the same file can make its pages count as shared in USS. A second table sets
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "memory.json"
 MIB = 1024 * 1024
 FILL_MARGIN = 16  # tokens left free per conversation: BOS and the template's few
-DECODE_TOKENS = 256  # room for each reply: all must still be decoding when memory is read
+DECODE_TOKENS = 64  # room for each reply: all must still be decoding when memory is read
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ def child(case: Case, path: Path) -> dict[str, object]:
     devices1 = _device_memory()
     decoding = sum(not h.done for h in handles)
     fill_seconds = time.perf_counter() - start
-    stats = model.stats()
+    stats = model.stats(600)  # answered between batches: a q8_0 prefill batch can take a while
     for h in handles:
         h.cancel()
     completions = [h.wait(3600) for h in handles]
@@ -307,6 +307,11 @@ def run_child(case: Case, path: Path) -> dict[str, object]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def save(rows: list[dict[str, object]], peers: list[dict[str, object]]) -> None:
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps({"rows": rows, "compute_vs_llama_server": peers}, indent=2) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="one case per model")
@@ -331,6 +336,7 @@ def main() -> int:
             for key in ("uss_growth", "rss_growth"):
                 row[f"{key}_error_percent"] = 100.0 * (total - row[key]) / row[key]  # type: ignore[operator]
             rows.append(row)
+            save(rows, peers)  # a case that fails later loses nothing measured before it
             print(
                 f"{row['model']} {row['case']}: plan {total / MIB:.1f} MiB, "  # type: ignore[operator]
                 f"USS +{row['uss_growth'] / MIB:.1f} ({row['uss_growth_error_percent']:+.1f}%), "  # type: ignore[operator]
@@ -378,8 +384,7 @@ def main() -> int:
             theirs = p["llama_server_compute"]
             shown = f"{theirs / MIB:.2f}" if theirs else "?"  # type: ignore[operator]
             print(f"| {p['model']} | {p['case']} | {p['hearth_compute'] / MIB:.2f} | {shown} |")  # type: ignore[operator]
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"rows": rows, "compute_vs_llama_server": peers}, indent=2) + "\n")
+    save(rows, peers)
     return 0
 
 

@@ -136,11 +136,13 @@ def compute_estimate(shape: ModelShape, params: LlamaParams) -> ComputeEstimate:
 # What serving holds outside llama.cpp's named buffers, besides the vocabulary tables.
 # Measured as RSS growth while every conversation decodes (benchmarks/bench_memory.py),
 # with glibc's mmap threshold fixed (engine.native.fix_malloc_threshold):
-CANDIDATE_BYTES = 12  # sizeof(llama_token_data): each sampler chain keeps n_vocab of them
+# Each conversation's sampler chain keeps n_vocab candidates (llama_token_data, 12 bytes)
+# and about a byte of state per token.
+CHAIN_BYTES_PER_VOCAB_TOKEN = 13
 CONTEXT_BYTES_PER_VOCAB_TOKEN = 10  # the context's own vocabulary-sized arrays
 CELL_BYTES_PER_CACHE = 96  # a KV cell's position, sequence set and position-map node
 PROMPT_BYTES_PER_CELL = 72  # a cached prompt's token ids, kept by Hearth (Python ints)
-SEQUENCE_BYTES = 200 * 1024  # per conversation: its request, sampler state and bookkeeping
+SEQUENCE_BYTES = 48 * 1024  # per conversation: its request and bookkeeping
 RUNTIME_FIXED_BYTES = 5 * MIB  # threads' stacks and arenas, graph metadata, code paged in
 
 
@@ -148,7 +150,7 @@ def runtime_bytes(shape: ModelShape, params: LlamaParams) -> int:
     """Host memory outside the named buffers once every conversation decodes with a full
     context: vocabulary tables, one sampler chain per conversation (n_vocab candidates),
     the KV caches' cell bookkeeping and the prompts' token ids, and a fixed working set."""
-    per_sequence = CANDIDATE_BYTES * shape.n_vocab + SEQUENCE_BYTES
+    per_sequence = CHAIN_BYTES_PER_VOCAB_TOKEN * shape.n_vocab + SEQUENCE_BYTES
     per_cell = CELL_BYTES_PER_CACHE * shape.kv_cache_count + PROMPT_BYTES_PER_CELL
     return (
         shape.vocab_table_bytes

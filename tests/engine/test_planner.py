@@ -38,7 +38,12 @@ from engine.planner import (
     swa_cache_cells,
     vram_reserve,
 )
-from engine.planner.memory_estimate import CELL_BYTES_PER_CACHE, PROMPT_BYTES_PER_CELL, SEQUENCE_BYTES
+from engine.planner.memory_estimate import (
+    CELL_BYTES_PER_CACHE,
+    CHAIN_BYTES_PER_VOCAB_TOKEN,
+    PROMPT_BYTES_PER_CELL,
+    SEQUENCE_BYTES,
+)
 from engine.planner.placement import Tally
 from engine.speculative import MAX_DRAFT_LIMIT
 
@@ -748,7 +753,7 @@ def test_runtime_grows_with_conversations_and_context() -> None:
     info = replace(make_info(vocab=262144), merges_count=0)
     one = plan(info, context_per_conversation=4096, parallel=1).memory[0].runtime
     four = plan(info, context_per_conversation=1024, parallel=4).memory[0].runtime
-    assert four - one == 3 * (12 * 262144 + SEQUENCE_BYTES)  # same cells, three more chains
+    assert four - one == 3 * (CHAIN_BYTES_PER_VOCAB_TOKEN * 262144 + SEQUENCE_BYTES)  # three more chains
     longer = plan(info, context_per_conversation=8192, parallel=1).memory[0].runtime
     assert longer - one == 4096 * (CELL_BYTES_PER_CACHE + PROMPT_BYTES_PER_CELL)
     shape = model_shape(info)
