@@ -39,6 +39,7 @@ class ReasoningSplitter:
         self.close_tag = close_tag
         self._phase = _Phase.REASONING if starts_inside else _Phase.START
         self._reasoning_started = False  # any reasoning text emitted yet
+        self._skip_open = starts_inside  # a model may write the <think> its prompt opened
         self._buffer = ""
         self._space = ""  # whitespace at the end of the reasoning, held until more follows
 
@@ -65,11 +66,13 @@ class ReasoningSplitter:
                 if not self._reasoning_started:
                     # Leading whitespace, and an opening tag the model repeats, are not reasoning.
                     stripped = self._buffer.lstrip()
-                    if not stripped or (self.open_tag.startswith(stripped) and stripped != self.open_tag):
-                        self._buffer = stripped
-                        break
-                    if stripped.startswith(self.open_tag):
-                        stripped = stripped[len(self.open_tag) :]
+                    if self._skip_open:
+                        if not stripped or (self.open_tag.startswith(stripped) and stripped != self.open_tag):
+                            self._buffer = stripped
+                            break
+                        self._skip_open = False
+                        if stripped.startswith(self.open_tag):
+                            stripped = stripped[len(self.open_tag) :]
                     self._buffer = stripped
                     if not stripped:
                         break

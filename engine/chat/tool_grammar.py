@@ -37,6 +37,11 @@ def chosen_function(choice: ToolChoice) -> str | None:
     raise InvalidChatRequest(f"tool_choice {choice!r} does not force a call.")
 
 
+_NEWLINE = r'"\n"'
+_SEMICOLON = '";" " "?'
+_COMMA = '"," " "?'
+
+
 def _literal(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     return f'"{escaped}"'
@@ -94,18 +99,20 @@ def tool_choice_grammar(
             "additionalProperties": False,
         }
     gbnf = convert_json_schema(call_schema, prop_order=("name", args_key, "tool_calls"))
-    many = "*" if parallel else ""
+
+    def calls(item: str, separator: str) -> str:
+        return f"{item} ( {separator} {item} )*" if parallel else item
+
     if fmt is ToolCallFormat.HERMES:
+        open_tag, close_tag = _literal("<tool_call>"), _literal("</tool_call>")
         wrapper = (
-            f'hearth-tool-calls ::= hearth-tool-block ( "\\n" hearth-tool-block ){many}\n'
-            f'hearth-tool-block ::= {_literal("<tool_call>")} "\\n" root "\\n" {_literal("</tool_call>")}'
+            f"hearth-tool-calls ::= {calls('hearth-tool-block', _NEWLINE)}\n"
+            f"hearth-tool-block ::= {open_tag} {_NEWLINE} root {_NEWLINE} {close_tag}"
         )
     elif fmt is ToolCallFormat.LLAMA3_JSON:
-        wrapper = f'hearth-tool-calls ::= root ( ";" " "? root ){many}'
+        wrapper = f"hearth-tool-calls ::= {calls('root', _SEMICOLON)}"
     elif fmt is ToolCallFormat.MISTRAL:
-        wrapper = (
-            f'hearth-tool-calls ::= {_literal("[TOOL_CALLS]")} " "? "[" root ( "," " "? root ){many} "]"'
-        )
+        wrapper = f'hearth-tool-calls ::= {_literal("[TOOL_CALLS]")} " "? "[" {calls("root", _COMMA)} "]"'
     else:
         wrapper = "hearth-tool-calls ::= root"
     grammar = Grammar(f"{gbnf}\n{wrapper}\n", root="hearth-tool-calls")
