@@ -210,6 +210,20 @@ def _any_value() -> Grammar:
     return Grammar(gbnf)
 
 
+# This converter's string characters (``char``, and ``dot`` for patterns) allow control
+# characters and, for ``dot``, quotes: text JSON cannot hold unescaped. Newer llama.cpp
+# excludes them as json.gbnf does; so does Hearth.
+_CHAR_RULE = '\nchar ::= [^"\\\\] |'
+_JSON_CHAR_RULE = '\nchar ::= [^"\\\\\\x7F\\x00-\\x1F] |'
+_DOT_RULE = "\ndot ::= [^\\x0A\\x0D]"
+_JSON_DOT_RULE = '\ndot ::= [^"\\\\\\x7F\\x00-\\x1F]'
+
+
+def _json_strings_only(gbnf: str) -> str:
+    text = "\n" + gbnf
+    return text.replace(_CHAR_RULE, _JSON_CHAR_RULE).replace(_DOT_RULE, _JSON_DOT_RULE)[1:]
+
+
 def _convert(schema: dict[str, Any], prop_order: tuple[str, ...] = ()) -> str:
     """Run llama.cpp's SchemaConverter, noting which subschema each failure came from."""
     from llama_cpp.llama_grammar import SchemaConverter
@@ -234,7 +248,7 @@ def _convert(schema: dict[str, Any], prop_order: tuple[str, ...] = ()) -> str:
     try:
         resolved = converter.resolve_refs(schema, "input")
         converter.visit(resolved, "")
-        return converter.format_grammar()
+        return _json_strings_only(converter.format_grammar())
     except RecursionError:
         where = converter.failed_at or ()
         raise InvalidChatRequest(f"The JSON schema nests too deeply at {_pointer(where)}.") from None

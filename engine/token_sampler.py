@@ -101,12 +101,40 @@ class SamplerHost:
         self.piece = piece
         self.tokenize = tokenize
         self._scratch: _Scratch | None = None
+        self._pieces: dict[bytes, int] | None = None
 
     @property
     def scratch(self) -> _Scratch:
         if self._scratch is None:
             self._scratch = _Scratch(self.ll, self.n_vocab)
         return self._scratch
+
+    def spell(self, data: bytes) -> list[int]:
+        """Tokens whose pieces are exactly ``data``, for a grammar to read: the tokenizer's
+        own when they spell it (it may add a leading space, SentencePiece's dummy prefix),
+        else the longest matching pieces of the vocabulary, left to right."""
+        tokens = self.tokenize(data)
+        if b"".join(self.piece(t) for t in tokens) == data:
+            return tokens
+        if self._pieces is None:  # once per model, and only for a trigger followed by text
+            pieces: dict[bytes, int] = {}
+            for token in range(self.n_vocab):
+                piece = self.piece(token)
+                if piece and len(piece) <= _MAX_SPELL_PIECE:
+                    pieces.setdefault(piece, token)
+            self._pieces = pieces
+        out: list[int] = []
+        i = 0
+        while i < len(data):
+            for length in range(min(_MAX_SPELL_PIECE, len(data) - i), 0, -1):
+                token = self._pieces.get(data[i : i + length])
+                if token is not None:
+                    out.append(token)
+                    i += length
+                    break
+            else:
+                raise GrammarStuck("The reply has text this model's vocabulary cannot spell for its grammar.")
+        return out
 
     def logits(self, row: int) -> np.ndarray:
         pointer = self.ll.llama_get_logits_ith(self.ctx, row)
@@ -119,6 +147,7 @@ class SamplerHost:
 
 
 _NO_LOGPROBS: tuple[TokenLogprob, ...] = ()
+_MAX_SPELL_PIECE = 16
 
 
 class TokenSampler:
@@ -221,7 +250,7 @@ class TokenSampler:
         rest = text[min(ends) :]
         if not rest.strip():
             return  # whitespace after the trigger is not the grammar's business
-        for token in self.host.tokenize(rest.lstrip()):
+        for token in self.host.spell(rest.lstrip()):
             if not self.allows(token):
                 raise GrammarStuck("The reply broke the grammar right where it began.")
             self.host.ll.llama_sampler_accept(self.grammar, token)

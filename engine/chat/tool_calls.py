@@ -12,7 +12,8 @@ Formats (``ToolCallFormat``):
 
 - ``HERMES`` (Qwen 2.5/3, Hermes, the fallback prompt of ``tool_prompt``):
   ``<tool_call>\\n{"name": "f", "arguments": {...}}\\n</tool_call>``, one block per call,
-  after any text.
+  after any text; and, as llama.cpp's Hermes parser allows, a reply that starts with the
+  call's JSON bare or fenced in ``` (small Qwen coders write that), read as ``GENERIC``.
 - ``LLAMA3_JSON`` (Llama 3.1-3.3): the reply is ``{"name": "f", "parameters": {...}}``
   (``"arguments"`` accepted too), maybe after ``<|python_tag|>``, calls separated by ``;``
   or whitespace. A reply that does not start with ``{`` is content.
@@ -330,6 +331,7 @@ def _arguments_text(raw: str) -> str:
 
 
 class _P(enum.Enum):
+    START = "start"  # HERMES: the reply's start, where a bare or fenced JSON call may come
     TEXT = "text"  # content, watching for a call's start
     CALL = "call"  # inside a call object
     CLOSE = "close"  # after a call object: its closing tag, if the format has one
@@ -371,7 +373,17 @@ class ToolCallParser:
         self._fenced = False  # GENERIC: the reply opened a ``` fence
         self._in_list = False  # MISTRAL: inside [TOOL_CALLS] [...]
         self._after_marker = False  # MISTRAL: right after [TOOL_CALLS]
-        self._phase = _P.CONTENT if self.format is ToolCallFormat.NONE else _P.TEXT
+        fmt = self.format
+        self._phase = (
+            _P.CONTENT
+            if fmt is ToolCallFormat.NONE
+            else _P.START
+            if fmt is ToolCallFormat.HERMES
+            else _P.TEXT
+        )
+        # After a reply-start JSON value (GENERIC's, or HERMES's bare/fenced call): what follows.
+        self._rest_phase = _P.TEXT if fmt is ToolCallFormat.HERMES else _P.CONTENT
+        self._json_mode = False  # in the reply-start JSON value or its closing fence
 
     @property
     def calls(self) -> int:
@@ -461,6 +473,8 @@ class ToolCallParser:
         if phase is _P.CALL:
             return self._step_call()
         fmt = self.format
+        if phase is _P.START or self._json_mode:
+            return self._step_generic(phase)
         if fmt is ToolCallFormat.HERMES:
             return self._step_hermes(phase)
         if fmt is ToolCallFormat.LLAMA3_JSON:
@@ -676,7 +690,7 @@ class ToolCallParser:
     # GENERIC ---------------------------------------------------------------------------
 
     def _step_generic(self, phase: _P) -> bool:
-        if phase is _P.TEXT:  # the start of the reply
+        if phase in (_P.TEXT, _P.START):  # the start of the reply
             stripped = self._buffer.lstrip(_WS)
             if not stripped:
                 return False
@@ -689,6 +703,7 @@ class ToolCallParser:
                     return False
                 if stripped[len(_FENCE) : line_end].strip().lower() in ("", "json"):
                     self._fenced = True
+                    self._json_mode = True
                     self._held += space + stripped[: line_end + 1]
                     self._buffer = stripped[line_end + 1 :]
                     return True
@@ -697,9 +712,10 @@ class ToolCallParser:
                 self._buffer = stripped
                 self._value = _ValueScanner()
                 self._phase = _P.JSON
+                self._json_mode = True
                 return True
             self._buffer, self._held = self._held + self._buffer, ""
-            self._phase = _P.CONTENT
+            self._leave_json()
             return True
         if phase is _P.JSON:
             return self._step_generic_json()
@@ -710,8 +726,14 @@ class ToolCallParser:
                 return False
             if stripped.startswith(_FENCE):
                 self._buffer = stripped[len(_FENCE) :]
-        self._phase = _P.CONTENT
+        self._leave_json()
         return True
+
+    def _leave_json(self) -> None:
+        self._json_mode = False
+        self._fenced = False
+        self._value = None
+        self._phase = self._rest_phase
 
     def _step_generic_json(self) -> bool:
         assert self._value is not None
@@ -732,7 +754,7 @@ class ToolCallParser:
         calls = _generic_calls(self._json_text(), self.tool_names) if ended else None
         if not calls:
             self._buffer, self._held = self._held + self._buffer, ""
-            self._phase = _P.CONTENT
+            self._leave_json()
             return True
         self._held = ""
         for name, arguments in calls:

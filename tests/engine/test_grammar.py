@@ -257,6 +257,18 @@ def test_schema_grammar_accepts_instances_and_rejects_others(tiny_vocab: Any) ->
         assert not (accepted and complete), text
 
 
+def test_schema_strings_hold_only_what_json_strings_can(tiny_vocab: Any) -> None:
+    # llama.cpp's converter lets control characters (and, in patterns, quotes) into strings
+    grammar = grammar_from_json_schema({"type": "object", "properties": {"s": {"type": "string"}}})
+    assert native_accepts(tiny_vocab, grammar, '{"s": "a\\n\\u00e9 \u00e9"}') == (True, True)
+    assert native_accepts(tiny_vocab, grammar, '{"s": "a\x07')[0] is False
+    assert native_accepts(tiny_vocab, grammar, '{"s": "a\n')[0] is False
+    patterned = grammar_from_json_schema({"type": "string", "pattern": "^a.b$"})
+    assert native_accepts(tiny_vocab, patterned, '"axb"') == (True, True)
+    assert native_accepts(tiny_vocab, patterned, '"a"b"')[0] is False
+    assert native_accepts(tiny_vocab, patterned, '"a\x01b"')[0] is False
+
+
 def test_an_empty_schema_allows_any_json_value(tiny_vocab: Any) -> None:
     for schema in ({}, True):
         grammar = grammar_from_json_schema(schema)

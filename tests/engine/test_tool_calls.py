@@ -87,8 +87,15 @@ HERMES_TWO = (
     "</tool_call>\n<tool_call>\n"
     '{"arguments": {}, "name": "now"}\n</tool_call>'
 )
+FENCED = '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  }\n}\n```'
 OUTPUTS = [
     (F.HERMES, HERMES_TWO),
+    (F.HERMES, FENCED),
+    (
+        F.HERMES,
+        '{"name": "now", "arguments": {}}\nThen <tool_call>\n{"name": "now", "arguments": {}}\n</tool_call>',
+    ),
+    (F.HERMES, '```json\n{"name": "not_offered", "arguments": {}}\n```'),
     (F.HERMES, "Just text, with a <tool but no call <tool_call later? no."),
     (F.HERMES, '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}\n</tool_call>'),
     (F.HERMES, '<tool_call>\n{"nam": "x"}\n</tool_call> then text'),
@@ -193,6 +200,15 @@ def test_arguments_stream_as_they_arrive() -> None:
             [("get_weather", '{"city": "Pa')],
         ),
         (F.HERMES, '<tool_call>\n{"name": "now"}\n</tool_call>', "", [("now", "{}")]),
+        (F.HERMES, FENCED, "", [("get_weather", '{"city": "Paris"}')]),  # Qwen2.5-Coder 1.5B writes this
+        (F.HERMES, OUTPUTS[2][1], "Then", [("now", "{}"), ("now", "{}")]),
+        (F.HERMES, OUTPUTS[3][1], OUTPUTS[3][1], []),  # JSON naming no offered tool is content
+        (
+            F.HERMES,
+            'Text first {"name": "now", "arguments": {}}',
+            'Text first {"name": "now", "arguments": {}}',
+            [],
+        ),
         (F.LLAMA3_JSON, '{"type": "function", "name": "now", "parameters": {}}\n', "", [("now", "{}")]),
         (
             F.LLAMA3_JSON,
@@ -230,7 +246,7 @@ def test_each_format(fmt: ToolCallFormat, text: str, content: str, calls: list[t
 
 
 def test_mistral_list_and_whitespace_between_calls_is_not_content() -> None:
-    text = OUTPUTS[9][1]
+    text = next(t for f, t in OUTPUTS if f is F.MISTRAL)
     assert parse_tool_calls(text, F.MISTRAL) == (
         "Sure.",
         [("get_weather", '{"city": "Paris"}'), ("now", "{}")],
