@@ -260,6 +260,7 @@ class RequestHandle(QObject):
     prefill = Signal(int, int, int, int, int)  # completed, total, cached, images done, images total
     started = Signal()
     delta = Signal(str)
+    text_delta = Signal(object)  # the TextDelta itself: its text and, when asked for, logprobs
     completed = Signal(object)  # Completion
     failed = Signal(object)  # EngineError
 
@@ -324,6 +325,7 @@ class RequestHandle(QObject):
             self.started.emit()
         elif isinstance(event, TextDelta):
             self.delta.emit(event.text)
+            self.text_delta.emit(event)
         elif isinstance(event, Completed):
             self._done.set()
             self.completed.emit(event.completion)

@@ -344,6 +344,20 @@ def test_logprobs_travel_with_the_deltas_one_per_token(
     assert plain.logprobs == () and all(not d.logprobs for d in [TextDelta("x")])
 
 
+def test_the_text_delta_signal_carries_the_logprobs(abcd: LoadedModel) -> None:
+    from PySide6.QtCore import Qt
+
+    received: list[TextDelta] = []
+    sampling = SamplingParams(**{**GREEDY.__dict__, "logprobs": 1})
+    handle = abcd.submit(
+        raw(sampling=sampling),
+        connect=lambda h: h.text_delta.connect(received.append, Qt.ConnectionType.DirectConnection),
+    )
+    completion = handle.wait(TIMEOUT)
+    assert [lp for delta in received for lp in delta.logprobs] == list(completion.logprobs)
+    assert "".join(delta.text for delta in received) == "abcd"
+
+
 def test_zero_top_logprobs_is_just_the_tokens_own(abcd: LoadedModel) -> None:
     completion = abcd.submit(raw(sampling=SamplingParams(**{**GREEDY.__dict__, "logprobs": 0}))).wait(TIMEOUT)
     assert [lp.top for lp in completion.logprobs] == [()] * 4
