@@ -4,9 +4,8 @@ and its completion."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.chat import TextStream
 from engine.multimodal import TokenizedPrompt
@@ -17,11 +16,14 @@ from engine.requests import (
     RequestHandle,
     Started,
     StopReason,
+    TextDelta,
     Timings,
+    TokenLogprob,
     Usage,
 )
 from engine.scheduler import SequenceProgress
 from engine.speculator import RequestSpeculation
+from engine.token_sampler import TokenSampler
 
 # Text leaves the engine at most ~30 times a second per request: often enough to read as
 # a stream, rarely enough that the window repaints and an HTTP client receives chunks of
@@ -32,11 +34,11 @@ PREFILL_EVENT_INTERVAL = 0.1
 
 @dataclass(eq=False)
 class ActiveRequest:
-    """A request with a sequence: its progress, sampler chain, text so far, timings and drafts."""
+    """A request with a sequence: its progress, sampler, text so far, timings and drafts."""
 
     handle: RequestHandle
     progress: SequenceProgress
-    chain: Any
+    sampler: TokenSampler | None
     stream: TextStream
     prompt_tokens: int
     cached_tokens: int
@@ -49,6 +51,8 @@ class ActiveRequest:
     pending_text: list[str] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # one per token, when asked for
+    pending_logprobs: list[TokenLogprob] = field(default_factory=list)  # not yet in a delta
     cancelled: bool = False
     media: tuple[TokenizedPrompt, ...] = ()  # image chunks this request may evaluate
     speculation: RequestSpeculation | None = None  # None: this request does not draft
@@ -69,18 +73,23 @@ class ActiveRequest:
         self,
         tokens: Iterable[int],
         is_end: Callable[[int], bool],
-        piece: Callable[[int], str],
+        piece: Callable[[int], bytes],
         n_ctx_seq: int,
+        logprobs: Sequence[TokenLogprob] = (),
     ) -> StopReason | None:
         """Take sampled tokens in order, stopping at the first stop condition (so an
-        accepted draft run never goes past the end); the reason it stopped, or None."""
-        for token in tokens:
+        accepted draft run never goes past the end); the reason it stopped, or None.
+        ``logprobs``: one per sampled token, when the request asked for them."""
+        for index, token in enumerate(tokens):
             if not self.tokens and not self.t_first_token:
                 self.t_first_token = time.perf_counter()
                 self.handle._publish(Started())
             if is_end(token) and not self.request.ignore_eos:
                 return StopReason.STOP_TOKEN
             self.tokens.append(token)
+            if logprobs:
+                self.logprobs.append(logprobs[index])
+                self.pending_logprobs.append(logprobs[index])
             chunk = self.stream.push(piece(token))
             if chunk.text:
                 self.pending_text.append(chunk.text)
@@ -92,16 +101,23 @@ class ActiveRequest:
             return StopReason.CONTEXT_FULL
         return None
 
-    def text_due(self, now: float, force: bool = False) -> str:
-        """The text sampled since the last delta, once ``DELTA_INTERVAL`` has passed (or
-        now, with ``force``); "" while nothing is due."""
-        if not self.pending_text or (not force and now - self.t_last_flush < DELTA_INTERVAL):
-            return ""
+    def text_due(self, now: float, force: bool = False) -> TextDelta | None:
+        """The text sampled since the last delta (with its tokens' log-probabilities), once
+        ``DELTA_INTERVAL`` has passed (or now, with ``force``); None while nothing is due.
+        A forced delta may carry only log-probabilities (tokens whose text was held back)."""
+        if not force and (not self.pending_text or now - self.t_last_flush < DELTA_INTERVAL):
+            return None
+        if not self.pending_text and not self.pending_logprobs:
+            return None
         text = "".join(self.pending_text)
         self.pending_text.clear()
         self.t_last_flush = now
         self.text.append(text)
-        return text
+        if not self.pending_logprobs:
+            return TextDelta(text)
+        delta = TextDelta(text, tuple(self.pending_logprobs))
+        self.pending_logprobs.clear()
+        return delta
 
     def prefill_due(self, now: float, force: bool = False) -> Prefill | None:
         """Prompt progress, at most every ``PREFILL_EVENT_INTERVAL`` until it is done."""
@@ -149,5 +165,6 @@ class ActiveRequest:
             self.speculation.drafted if self.speculation else 0,
             self.speculation.accepted if self.speculation else 0,
             model_identity,
+            tuple(self.logprobs),
         )
         return completion

@@ -23,6 +23,7 @@ from PySide6.QtCore import QThread, Signal
 from engine.active_request import ActiveRequest
 from engine.catalog import model_identity
 from engine.chat import TextStream
+from engine.chat.traits import ChatTraits
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed
 from engine.executor_commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
@@ -44,11 +45,9 @@ from engine.requests import (
     Queued,
     RequestHandle,
     StopReason,
-    TextDelta,
     Timings,
     Usage,
 )
-from engine.sampling import build_chain, free_chain
 from engine.scheduler import (
     ZERO_BOUNDARY,
     BatchCommit,
@@ -106,6 +105,7 @@ class Executor(QThread):
         self.state = ExecutorState.LOADING
         self.load_error: EngineError | None = None
         self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
+        self.chat_traits: ChatTraits | None = None  # set once loaded
         self._inbox = Inbox()
         self._cancel_load = threading.Event()
         self._ready_event = threading.Event()
@@ -227,13 +227,15 @@ class Executor(QThread):
         native = self._native = loader.load()
         self.n_ctx, self.n_seq, self.n_batch = native.n_ctx, native.n_seq, native.n_batch
         self.n_ctx_seq = native.n_ctx_seq
+        self.chat_traits = native.traits
         self._pool = SequencePool(native.n_seq)
         self._speculator = Speculator(self.speculation, native.draft, native.draft_costs)
 
     def _free_native(self) -> None:
         for active in self._active.values():
-            free_chain(active.chain)
-            active.chain = None
+            if active.sampler is not None:
+                active.sampler.free()
+                active.sampler = None
         if self._native is not None:
             self._native.free()
             self._native = None
@@ -281,12 +283,26 @@ class Executor(QThread):
     def _admit(self) -> None:
         native, pool = self._native, self._pool
         assert native is not None and native.prompts is not None and pool is not None
+        assert native.samplers is not None
         while self._waiting and pool.available:
             waiting = self._waiting.popleft()
             request = waiting.handle.request
             try:
                 layout, stops, media = native.prompts.prepare(request, self.n_ctx_seq)
             except EngineError as exc:
+                self._end_waiting(waiting, exc)
+                continue
+            try:
+                sampler = native.samplers.sampler(request.sampling)
+            except EngineError as exc:
+                native.prompts.release(media)
+                self._end_waiting(waiting, exc)
+                continue
+            try:
+                sampler.observe_text(request.assistant_prefix)
+            except EngineError as exc:
+                sampler.free()
+                native.prompts.release(media)
                 self._end_waiting(waiting, exc)
                 continue
             acquisition = pool.acquire_matching(layout) if request.cache else pool.acquire_lru()
@@ -297,6 +313,7 @@ class Executor(QThread):
                 acquisition = acquisition.with_cached(ZERO_BOUNDARY)
                 if not native.forget(seq):
                     pool.quarantine(seq)
+                    sampler.free()
                     native.prompts.release(media)
                     self._end_waiting(waiting, DecodeFailed("A cache slot could not be cleared; try again."))
                     continue
@@ -306,7 +323,7 @@ class Executor(QThread):
             active = ActiveRequest(
                 handle=waiting.handle,
                 progress=SequenceProgress.admit(seq, layout, cached),
-                chain=build_chain(native.vocab, request.sampling),
+                sampler=sampler,
                 stream=TextStream(stops),
                 prompt_tokens=layout.logical_tokens,
                 cached_tokens=cached.logical_tokens,
@@ -335,18 +352,26 @@ class Executor(QThread):
                 active.t_prefill_done = now
                 self._publish_prefill(active, now, force=True)
             state = active.speculation
-            if state is not None and state.in_flight:
+            sampler = active.sampler
+            assert sampler is not None
+            try:
+                if state is not None and state.in_flight:
 
-                def sample(row: int, _rows: range = logit_rows, _chain: Any = active.chain) -> int:
-                    return native.sample(_chain, _rows[row])
+                    def sample(row: int, _rows: range = logit_rows, _sample: Any = sampler.sample) -> int:
+                        return _sample(_rows[row])
 
-                tokens, rejected = self._speculator.verify(state, sample)
-                if rejected:
-                    native.forget(seq, active.progress.discard_rejected(rejected))
-            else:
-                # The common case, once per token: no closure, one native call.
-                tokens = (native.sample(active.chain, logit_rows[-1]),)
-            stop = active.take_tokens(tokens, native.is_end, native.piece, self.n_ctx_seq)
+                    tokens, rejected = self._speculator.verify(state, sample)
+                    if rejected:
+                        native.forget(seq, active.progress.discard_rejected(rejected))
+                else:
+                    # The common case, once per token: no closure, one native call.
+                    tokens = (sampler.sample(logit_rows[-1]),)
+            except EngineError as exc:  # a grammar with no way on: this request ends
+                self._fail(active, exc)
+                continue
+            stop = active.take_tokens(
+                tokens, native.is_end, native.piece, self.n_ctx_seq, sampler.take_logprobs()
+            )
             if stop is None:
                 pending[seq] = (active, tokens)
             else:
@@ -354,12 +379,15 @@ class Executor(QThread):
         if pending:
             drafts = self._speculator.propose(pending, self.n_ctx_seq)
             for seq, (active, emitted) in pending.items():
-                active.progress.push(emitted[-1], drafts.get(seq, ()))
+                proposed = drafts.get(seq, ())
+                if proposed and active.sampler is not None and active.sampler.grammar is not None:
+                    proposed = active.sampler.cut_drafts(proposed)
+                active.progress.push(emitted[-1], proposed)
 
     def _emit_text(self, now: float) -> None:
         for active in self._active.values():
-            if text := active.text_due(now):
-                active.handle._publish(TextDelta(text))
+            if (delta := active.text_due(now)) is not None:
+                active.handle._publish(delta)
 
     def _run_batch(self) -> None:
         t0 = time.perf_counter()
@@ -467,8 +495,8 @@ class Executor(QThread):
         if tail.text and reason is not StopReason.STOP_STRING:
             active.pending_text.append(tail.text)
         now = time.perf_counter()
-        if text := active.text_due(now, force=True):
-            active.handle._publish(TextDelta(text))
+        if (delta := active.text_due(now, force=True)) is not None:
+            active.handle._publish(delta)
         keep = active.progress.reusable_prefix() if active.request.cache else None
         self._end_active(active, keep)
         self._counters.finished(active.sequence_id, active.owner)
@@ -488,8 +516,9 @@ class Executor(QThread):
         self._pool.release(seq, keep)
         del self._active[seq]
         self._logit_rows.pop(seq, None)
-        free_chain(active.chain)
-        active.chain = None
+        if active.sampler is not None:
+            active.sampler.free()
+            active.sampler = None
         self._release_media(active)
         self._inbox.release()
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject
 
+from engine.chat.traits import ChatTraits
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.executor import Executor, ExecutorState
 from engine.planner import LoadPlan
@@ -87,6 +88,12 @@ class LoadedModel(QObject):
     def has_vision(self) -> bool:
         """Whether requests may carry images (a projector was loaded)."""
         return self._executor.has_vision
+
+    @property
+    def chat_traits(self) -> ChatTraits | None:
+        """What the model's chat template does about tools and thinking (computed at load;
+        None until the model is loaded)."""
+        return self._executor.chat_traits
 
     @property
     def context_per_conversation(self) -> int:

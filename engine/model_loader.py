@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from engine.catalog import inspect_model
 from engine.chat import ChatTemplate
+from engine.chat.traits import chat_traits
 from engine.draft_model import DraftModel, check_draft_compatible
 from engine.errors import Cancelled, DoesNotFit, EngineError, LoadFailed
 from engine.llama_log import LogLine, most_specific_error
@@ -25,6 +26,7 @@ from engine.native_model import NativeModel
 from engine.planner import LoadPhase, LoadPlan, cells_per_sequence
 from engine.prompt_builder import PromptBuilder
 from engine.speculative import DraftCostModel, SpeculationConfig, SpeculationMode
+from engine.token_sampler import SamplerHost
 
 log = logging.getLogger("hearth.executor")
 
@@ -145,6 +147,8 @@ class ModelLoader:
         native.vocab = ll.llama_model_get_vocab(model)
         native.n_vocab = int(ll.llama_vocab_n_tokens(native.vocab))
         native.template = ChatTemplate.from_model(model)
+        native.traits = chat_traits(native.template)
+        native.visible = native.find_visible()
 
     def _create_context(self) -> None:
         native, ll = self.native, self.native.ll
@@ -245,6 +249,9 @@ class ModelLoader:
             n_ubatch=self.plan.params.n_ubatch,
             projector=native.projector,
             has_vision=native.has_vision,
+        )
+        native.samplers = SamplerHost(
+            native.ll, native.ctx, native.vocab, native.n_vocab, native.piece, native.tokenize_text
         )
 
 

@@ -11,13 +11,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.chat import ChatTemplate, token_to_piece
+from engine.chat import ChatTemplate, token_to_piece, tokenize
+from engine.chat.traits import ChatTraits
 from engine.draft_model import DraftModel
 from engine.multimodal import ProjectorRuntime
 from engine.native import release_freed_memory
 from engine.native_batch import NativeBatch
 from engine.prompt_builder import PromptBuilder
 from engine.speculative import DraftCostModel
+from engine.token_sampler import SamplerHost
+
+# Control tokens that mark tool calls and reasoning. Written out in the text a request
+# receives (llama.cpp renders control tokens as nothing), so the parsers can see them.
+VISIBLE_MARKERS = (
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "<|python_tag|>",
+)
 
 
 @dataclass(eq=False)
@@ -30,6 +44,8 @@ class NativeModel:
     vocab: Any = None
     n_vocab: int = 0
     template: ChatTemplate | None = None
+    traits: ChatTraits | None = None  # what the template does about tools and thinking
+    visible: frozenset[int] = frozenset()  # control tokens ``piece`` writes out (VISIBLE_MARKERS)
     ctx: Any = None
     mem: Any = None
     n_ctx: int = 0
@@ -42,6 +58,7 @@ class NativeModel:
     draft: DraftModel | None = None
     draft_costs: DraftCostModel | None = None  # measured at warm-up when speculation adapts
     prompts: PromptBuilder | None = None  # once every phase has run
+    samplers: SamplerHost | None = None  # once every phase has run
     progress_callback: Any = None  # a ctypes callback must stay referenced while llama.cpp may call it
 
     @property
@@ -59,14 +76,26 @@ class NativeModel:
     def cells(self, seq: int) -> int:
         return max(int(self.ll.llama_memory_seq_pos_max(self.mem, seq)) + 1, 0)
 
-    def sample(self, chain: Any, row: int) -> int:
-        return int(self.ll.llama_sampler_sample(chain, self.ctx, row))
-
     def is_end(self, token: int) -> bool:
         return bool(self.ll.llama_vocab_is_eog(self.vocab, token))
 
-    def piece(self, token: int) -> str:
-        return token_to_piece(self.vocab, token, False)
+    def piece(self, token: int) -> bytes:
+        """A generated token's bytes: control tokens are nothing, except the markers of
+        tool calls and reasoning (``visible``)."""
+        return token_to_piece(self.vocab, token, token in self.visible)
+
+    def find_visible(self) -> frozenset[int]:
+        """The control tokens among ``VISIBLE_MARKERS`` (markers that are one token that
+        renders as nothing otherwise)."""
+        found = set()
+        for marker in VISIBLE_MARKERS:
+            ids = tokenize(self.vocab, marker, add_special=False, parse_special=True)
+            if len(ids) == 1 and token_to_piece(self.vocab, ids[0], False) != marker.encode():
+                found.add(ids[0])
+        return frozenset(found)
+
+    def tokenize_text(self, text: bytes) -> list[int]:
+        return tokenize(self.vocab, text, add_special=False, parse_special=False)
 
     def free(self) -> None:
         """Free every handle (safe on a half-loaded model) and give the memory back."""
@@ -82,6 +111,7 @@ class NativeModel:
             self.ll.llama_model_free(self.model)
         self.ctx = self.model = self.mem = self.vocab = None
         self.prompts = None
+        self.samplers = None
         self.batch = None
         self.progress_callback = None
         release_freed_memory()

@@ -90,7 +90,7 @@ class PromptBuilder:
             stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
         else:
             tokens, rendered = tokenize_conversation(
-                self.vocab, self.template, self._own_tokens(request.messages)
+                self.vocab, self.template, self._own_tokens(request.messages), request.tools
             )
             layout = PromptLayout.from_tokens(tokens)
             stops = tuple(dict.fromkeys((*rendered.stop_strings, *request.stop)))
@@ -143,7 +143,7 @@ class PromptBuilder:
                 if not isinstance(image, DecodedImage):
                     raise ImageRejected("An image in this conversation could not be read.")
                 images.append(image)
-        split = split_conversation(self.template, self._own_tokens(request.messages))
+        split = split_conversation(self.template, self._own_tokens(request.messages), request.tools)
         marker = self.projector.marker
         bos = ll.llama_vocab_bos(self.vocab)
         wants_bos = not split.rendered.adds_bos and bos >= 0 and ll.llama_vocab_get_add_bos(self.vocab)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import enum
 import itertools
+import json
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.chat import ChatMessage, clean_text
+from engine.chat import ChatMessage, Role, clean_text
+from engine.chat.messages import MAX_TOOL_NAME
 from engine.defaults import DEFAULT_MAX_TOKENS
 from engine.errors import EngineError, InvalidChatRequest
 from engine.sampling import SamplingParams
@@ -56,6 +59,42 @@ class DecodeFailed(EngineError):
 
 _request_ids = itertools.count(1)
 
+MAX_TOOLS = 128
+MAX_TOOLS_CHARS = 256 * 1024  # the tools' JSON, all together
+
+
+def _check_tools(tools: tuple[Any, ...]) -> None:
+    """OpenAI function tools: ``{"type": "function", "function": {"name", "description",
+    "parameters"}}``, JSON all the way down, names unique."""
+    if len(tools) > MAX_TOOLS:
+        raise InvalidChatRequest(f"A request may offer at most {MAX_TOOLS} tools, not {len(tools)}.")
+    names: set[str] = set()
+    for index, tool in enumerate(tools):
+        where = f"Tool {index + 1}"
+        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
+            raise InvalidChatRequest(f'{where} must be {{"type": "function", "function": {{...}}}}.')
+        function = tool.get("function")
+        if not isinstance(function, Mapping):
+            raise InvalidChatRequest(f"{where} has no function object.")
+        name = function.get("name")
+        if not isinstance(name, str) or not 1 <= len(name) <= MAX_TOOL_NAME:
+            raise InvalidChatRequest(f"{where} needs a function name of 1 to {MAX_TOOL_NAME} characters.")
+        if name in names:
+            raise InvalidChatRequest(f"Two tools are called {name!r}.")
+        names.add(name)
+        description = function.get("description", "")
+        if not isinstance(description, str):
+            raise InvalidChatRequest(f"The description of tool {name!r} must be text.")
+        parameters = function.get("parameters", {})
+        if not isinstance(parameters, Mapping):
+            raise InvalidChatRequest(f"The parameters of tool {name!r} must be a JSON schema object.")
+    try:
+        size = len(json.dumps(list(tools), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidChatRequest(f"The tools are not JSON: {exc}.") from None
+    if size > MAX_TOOLS_CHARS:
+        raise InvalidChatRequest(f"The tools take more than {MAX_TOOLS_CHARS // 1024} KiB of JSON.")
+
 
 @dataclass(frozen=True)
 class ChatRequest:
@@ -73,10 +112,14 @@ class ChatRequest:
     # Continue an interrupted reply: the model's turn starts with this text already said.
     assistant_prefix: str = ""
     owner: str = ""  # who asked (a conversation id): shown in stats
+    # OpenAI function-tool specs, rendered by the model's chat template (or, for a template
+    # without tool support, described in a system prompt): see engine.chat.tool_prompt.
+    tools: tuple[dict[str, Any], ...] = ()
     request_id: int = field(default_factory=lambda: next(_request_ids))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "tools", tuple(self.tools))
         if self.prompt is not None:
             object.__setattr__(self, "prompt", clean_text(self.prompt, "The prompt"))
         object.__setattr__(self, "assistant_prefix", clean_text(self.assistant_prefix, "The reply prefix"))
@@ -88,6 +131,12 @@ class ChatRequest:
             raise InvalidChatRequest("A request needs messages or a prompt.")
         if self.max_tokens < 1:
             raise InvalidChatRequest(f"Max tokens must be at least 1, not {self.max_tokens}.")
+        if self.tools:
+            if self.prompt is not None:
+                raise InvalidChatRequest("Tools need chat messages, not a raw prompt.")
+            _check_tools(self.tools)
+        if any(m.role is Role.TOOL and not m.tool_call_id and not m.name for m in self.messages):
+            raise InvalidChatRequest("A tool message must say which call it answers (tool_call_id).")
         self.sampling.validate()
 
 
@@ -113,6 +162,31 @@ class Timings:
 
 
 @dataclass(frozen=True)
+class TopLogprob:
+    """One of the most likely tokens at a position."""
+
+    token: str  # its text (U+FFFD where the token ends inside a UTF-8 character)
+    logprob: float
+    bytes: bytes
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model, with the ``top`` most likely
+    tokens at its position (``SamplingParams.logprobs`` of them, most likely first).
+
+    The model's own distribution: a log-softmax of its logits at that position, before
+    temperature, penalties, top-k/p, min-p or a grammar (what OpenAI reports, and
+    llama-server without ``post_sampling_probs``).
+    """
+
+    token: str
+    logprob: float
+    bytes: bytes
+    top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
 class Completion:
     text: str
     stop_reason: StopReason
@@ -122,6 +196,8 @@ class Completion:
     drafted: int = 0
     accepted: int = 0
     model_identity: str = ""  # the model that made ``tokens``: store it as ChatMessage.tokens_model
+    # With SamplingParams.logprobs: one per entry of ``tokens``, in order (the TextDeltas' together).
+    logprobs: tuple[TokenLogprob, ...] = ()
 
     @property
     def reply_tokens(self) -> tuple[int, ...]:
@@ -159,6 +235,8 @@ class Started:
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+    # With SamplingParams.logprobs: the tokens taken since the previous delta, in order.
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,6 +260,7 @@ class RequestHandle(QObject):
     prefill = Signal(int, int, int, int, int)  # completed, total, cached, images done, images total
     started = Signal()
     delta = Signal(str)
+    text_delta = Signal(object)  # the TextDelta itself: its text and, when asked for, logprobs
     completed = Signal(object)  # Completion
     failed = Signal(object)  # EngineError
 
@@ -246,6 +325,7 @@ class RequestHandle(QObject):
             self.started.emit()
         elif isinstance(event, TextDelta):
             self.delta.emit(event.text)
+            self.text_delta.emit(event)
         elif isinstance(event, Completed):
             self._done.set()
             self.completed.emit(event.completion)

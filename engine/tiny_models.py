@@ -47,6 +47,9 @@ class TinyTextSpec:
     # The block matrices' type: "F32", or "Q4_0"/"Q8_0" to run llama.cpp's quantized SIMD
     # kernels (the native probe does); quantized types need n_embd and n_ff multiples of 32.
     weight_type: str = "F32"
+    # Control tokens added after the vocabulary's words (e.g. "<think>", "[TOOL_CALLS]"):
+    # llama.cpp renders them as nothing unless asked, like a real model's markers.
+    control_tokens: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,10 @@ class TinyProjectorSpec:
     seed: int = 1
 
 
-def tiny_vocab(n_extra_words: int) -> tuple[list[str], list[float], list[int]]:
-    """Special tokens, the 256 byte tokens, then some word pieces (all unique)."""
+def tiny_vocab(
+    n_extra_words: int, control_tokens: tuple[str, ...] = ()
+) -> tuple[list[str], list[float], list[int]]:
+    """Special tokens, the 256 byte tokens, some word pieces, then ``control_tokens`` (all unique)."""
     tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
     types = [2, CONTROL_TOKEN_TYPE, CONTROL_TOKEN_TYPE, CONTROL_TOKEN_TYPE, CONTROL_TOKEN_TYPE]
     for b in range(256):
@@ -84,6 +89,11 @@ def tiny_vocab(n_extra_words: int) -> tuple[list[str], list[float], list[int]]:
             seen.add(word)
             tokens.append(word)
             types.append(NORMAL_TOKEN_TYPE)
+    for control in control_tokens:
+        if control not in seen:
+            seen.add(control)
+            tokens.append(control)
+            types.append(CONTROL_TOKEN_TYPE)
     scores = [0.0] * len(tokens)
     for k in range(261, len(tokens)):
         scores[k] = -float(k)
@@ -99,7 +109,7 @@ def write_tiny_text_model(path: Path | str, spec: TinyTextSpec = TinyTextSpec())
     path = Path(path)
     rng = np.random.default_rng(spec.seed)
     head_dim = spec.n_embd // spec.n_head
-    tokens, scores, types = tiny_vocab(spec.n_extra_words)
+    tokens, scores, types = tiny_vocab(spec.n_extra_words, spec.control_tokens)
     n_vocab = len(tokens)
 
     writer = gguf.GGUFWriter(str(path), "llama")

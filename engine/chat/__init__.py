@@ -16,13 +16,20 @@ into text safely. Everything public is importable from here.
 - ``streaming``: ``IncrementalDetokenizer``, ``StopStringBuffer`` and ``TextStream`` turn
   generated token pieces (bytes that may end inside a UTF-8 character) into text deltas
   that never split a character and never leak any part of a stop string.
+- ``tool_prompt``: tools, calls and results for templates that cannot render them.
+- ``tool_calls``: ``ToolCallParser`` reads tool calls out of streamed output
+  (``ToolCallFormat``: Hermes, Llama 3 JSON, Mistral, generic JSON); ``tool_grammar``'s
+  ``tool_choice_grammar`` forces them. ``reasoning``: ``ReasoningSplitter`` separates a
+  model's ``<think>`` from its answer. ``traits``: ``ChatTraits``, what a template does
+  about tools and thinking, read at load. All pure.
 """
 
 from __future__ import annotations
 
 from engine.chat.formats import KNOWN_END_MARKERS, PromptFormat, builtin_format, template_stop_strings
 from engine.chat.jinja_sandbox import TemplateError
-from engine.chat.messages import ChatMessage, Role, clean_text
+from engine.chat.messages import ChatMessage, Role, ToolCall, clean_text
+from engine.chat.reasoning import ReasoningSplitter, split_reasoning
 from engine.chat.streaming import IncrementalDetokenizer, StopStringBuffer, StreamChunk, TextStream
 from engine.chat.template import (
     DEFAULT_MEDIA_MARKER,
@@ -40,16 +47,32 @@ from engine.chat.tokens import (
     tokenize_conversation,
     tokenize_prompt,
 )
+from engine.chat.tool_calls import (
+    ContentDelta,
+    OutputEvent,
+    ToolCallArgs,
+    ToolCallBegin,
+    ToolCallFormat,
+    ToolCallParser,
+    new_call_id,
+    parse_tool_calls,
+)
+from engine.chat.tool_grammar import tool_choice_grammar
+from engine.chat.traits import ChatTraits, chat_traits
 
 __all__ = [
     "DEFAULT_MEDIA_MARKER",
     "KNOWN_END_MARKERS",
     "ChatMessage",
     "ChatTemplate",
+    "ChatTraits",
+    "ContentDelta",
     "ConversationPieces",
     "IncrementalDetokenizer",
     "MediaPlacement",
+    "OutputEvent",
     "PromptFormat",
+    "ReasoningSplitter",
     "RenderedPrompt",
     "Role",
     "StopStringBuffer",
@@ -57,13 +80,23 @@ __all__ = [
     "TemplateError",
     "TextStream",
     "TokenizationError",
+    "ToolCall",
+    "ToolCallArgs",
+    "ToolCallBegin",
+    "ToolCallFormat",
+    "ToolCallParser",
     "builtin_format",
+    "chat_traits",
     "clean_text",
+    "new_call_id",
+    "parse_tool_calls",
     "render_prompt",
     "split_conversation",
+    "split_reasoning",
     "template_stop_strings",
     "token_to_piece",
     "tokenize",
     "tokenize_conversation",
     "tokenize_prompt",
+    "tool_choice_grammar",
 ]

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from engine.chat.messages import Role
+from engine.chat.messages import Role, ToolCall
 
 
 class PromptFormat(enum.StrEnum):
@@ -91,6 +92,28 @@ class Turn:
 
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+    def as_template_message(self) -> dict[str, Any]:
+        """The message as chat templates expect it (transformers' and llama.cpp's shape):
+        tool calls in OpenAI's form with their arguments as JSON values."""
+        message: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.parsed_arguments()},
+                }
+                for call in self.tool_calls
+            ]
+        if self.tool_call_id:
+            message["tool_call_id"] = self.tool_call_id
+        if self.name:
+            message["name"] = self.name
+        return message
 
 
 def merge_system(turns: Sequence[Turn]) -> list[Turn]:
@@ -105,18 +128,19 @@ def merge_system(turns: Sequence[Turn]) -> list[Turn]:
         if turn.role is Role.USER:
             # Whitespace at the join is never meant: it would only sit between the two.
             merged = f"{system.rstrip()}\n\n{turn.content.lstrip()}" if turn.content else system
-            rest[i] = Turn(Role.USER, merged)
+            rest[i] = replace(turn, content=merged)
             return rest
     return [Turn(Role.USER, system), *rest]
 
 
 def merge_consecutive(turns: Sequence[Turn]) -> list[Turn]:
     """Join runs of same-role messages (e.g. two user messages after a failed reply) for
-    templates that insist roles alternate."""
+    templates that insist roles alternate. Tool calls and tool results keep their own turns."""
     out: list[Turn] = []
     for turn in turns:
-        if out and out[-1].role is turn.role:
-            out[-1] = Turn(turn.role, f"{out[-1].content}\n\n{turn.content}")
+        joinable = not (turn.tool_calls or turn.role is Role.TOOL or (out and out[-1].tool_calls))
+        if out and out[-1].role is turn.role and joinable:
+            out[-1] = replace(out[-1], content=f"{out[-1].content}\n\n{turn.content}")
         else:
             out.append(turn)
     return out
@@ -153,7 +177,7 @@ def render_builtin(fmt: PromptFormat, turns: Sequence[Turn], add_generation_prom
             else:
                 parts.append(f" {t.content.strip()}</s>")
     else:
-        labels = {Role.SYSTEM: "System", Role.USER: "User", Role.ASSISTANT: "Assistant"}
+        labels = {Role.SYSTEM: "System", Role.USER: "User", Role.ASSISTANT: "Assistant", Role.TOOL: "Tool"}
         for t in turns:
             parts.append(f"{labels[t.role]}: {t.content}\n")
         if add_generation_prompt:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -111,8 +111,12 @@ def render_jinja(
     bos_token: str,
     eos_token: str,
     add_generation_prompt: bool,
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """Render ``turns`` with the Jinja template ``source``; raises TemplateError.
+
+    ``tools`` (OpenAI function-tool specs) are passed as the template's ``tools`` variable,
+    as transformers and llama.cpp do; None when there are none.
 
     When the template refuses the conversation (Gemma 2's "System role not
     supported", "Conversation roles must alternate"...), retry with the system prompt
@@ -129,12 +133,12 @@ def render_jinja(
     for attempt in attempts:
         try:
             return _compile(source).render(
-                messages=[{"role": t.role.value, "content": t.content} for t in attempt],
+                messages=[t.as_template_message() for t in attempt],
                 add_generation_prompt=add_generation_prompt,
                 bos_token=bos_token,
                 eos_token=eos_token,
                 # transformers passes these as None when there are none; templates test them.
-                tools=None,
+                tools=[dict(tool) for tool in tools] or None,
                 documents=None,
             )
         except jinja2.sandbox.SecurityError as exc:

@@ -4,7 +4,7 @@ markers placed, stop strings derived, whether the text already starts with BOS."
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from engine.chat.formats import (
 )
 from engine.chat.jinja_sandbox import TemplateError, render_jinja
 from engine.chat.messages import ChatMessage
+from engine.chat.tool_prompt import plain_tool_turns
 
 DEFAULT_MEDIA_MARKER = "<__media__>"
 """What llama.cpp's mtmd looks for in the prompt text, one per image (``mtmd_default_marker``)."""
@@ -88,17 +89,39 @@ class ChatTemplate:
         return self.format.value
 
     @property
+    def renders_tools(self) -> bool:
+        """Whether the template itself renders ``tools``, tool calls and tool results;
+        otherwise ``render`` rewrites them into plain turns (``tool_prompt``)."""
+        return bool(self.template) and "tools" in self.template  # type: ignore[operator]
+
+    @property
     def stop_strings(self) -> tuple[str, ...]:
         if self.template:
             return template_stop_strings(self.template, self.eos_token)
         return FORMAT_STOPS[self.format]
 
     def render(
-        self, messages: Iterable[ChatMessage], *, add_generation_prompt: bool = True
+        self,
+        messages: Iterable[ChatMessage],
+        *,
+        add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> RenderedPrompt:
         messages = list(messages)
-        turns = [Turn(m.role, _content(m, self.media_marker, self.media_placement)) for m in messages]
+        turns = [
+            Turn(
+                m.role,
+                _content(m, self.media_marker, self.media_placement),
+                m.tool_calls,
+                m.tool_call_id,
+                m.name,
+            )
+            for m in messages
+        ]
         image_count = sum(len(m.images) for m in messages)
+        native_tools = self.renders_tools
+        if not native_tools:
+            turns = plain_tool_turns(turns, tools)
         if self.template:
             text = render_jinja(
                 self.template,
@@ -106,6 +129,7 @@ class ChatTemplate:
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
                 add_generation_prompt=add_generation_prompt,
+                tools=tools if native_tools else (),
             )
         else:
             text = render_builtin(self.format, turns, add_generation_prompt)
@@ -171,6 +195,7 @@ def render_prompt(
     add_generation_prompt: bool = True,
     media_marker: str = DEFAULT_MEDIA_MARKER,
     media_placement: MediaPlacement = MediaPlacement.BEFORE_TEXT,
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> RenderedPrompt:
     """Render ``messages`` with ``template`` (the GGUF's Jinja chat template) or, when
     there is none, with the built-in format for ``architecture``. Raises TemplateError."""
@@ -182,4 +207,4 @@ def render_prompt(
         media_marker=media_marker,
         media_placement=media_placement,
     )
-    return chat.render(messages, add_generation_prompt=add_generation_prompt)
+    return chat.render(messages, add_generation_prompt=add_generation_prompt, tools=tools)

@@ -4,7 +4,7 @@ only, so this module imports without llama.cpp."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,7 +89,9 @@ class ConversationPieces:
     replies: tuple[tuple[int, ...], ...]
 
 
-def split_conversation(template: ChatTemplate, messages: Sequence[ChatMessage]) -> ConversationPieces:
+def split_conversation(
+    template: ChatTemplate, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+) -> ConversationPieces:
     """Render ``messages``, marking where earlier replies' exact token ids go.
 
     Each assistant message with ``tokens`` is rendered as a placeholder, so the ids the
@@ -97,15 +99,19 @@ def split_conversation(template: ChatTemplate, messages: Sequence[ChatMessage]) 
     may tokenize differently and break prefix reuse). When a template does not keep
     the placeholders intact, the whole text is one piece.
     """
-    rendered = template.render(messages)
-    spliced = [i for i, m in enumerate(messages) if m.tokens and m.role is Role.ASSISTANT and not m.images]
+    rendered = template.render(messages, tools=tools)
+    spliced = [
+        i
+        for i, m in enumerate(messages)
+        if m.tokens and m.role is Role.ASSISTANT and not m.images and not m.tool_calls
+    ]
     whole = ConversationPieces(rendered, (rendered.text,), ())
     if not spliced:
         return whole
     stand_ins = list(messages)
     for i in spliced:
         stand_ins[i] = ChatMessage(Role.ASSISTANT, _SPLICE.format(i))
-    text = template.render(stand_ins).text
+    text = template.render(stand_ins, tools=tools).text
     markers = [_SPLICE.format(i) for i in spliced]
     positions = [text.find(marker) for marker in markers]
     if any(text.count(marker) != 1 for marker in markers) or positions != sorted(positions):
@@ -120,10 +126,13 @@ def split_conversation(template: ChatTemplate, messages: Sequence[ChatMessage]) 
 
 
 def tokenize_conversation(
-    vocab: Any, template: ChatTemplate, messages: Sequence[ChatMessage]
+    vocab: Any,
+    template: ChatTemplate,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[list[int], RenderedPrompt]:
     """Render and tokenize a text-only conversation, splicing in earlier replies' ids."""
-    split = split_conversation(template, messages)
+    split = split_conversation(template, messages, tools)
     tokens: list[int] = []
     for index, piece in enumerate(split.pieces):
         if index == 0:

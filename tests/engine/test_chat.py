@@ -94,8 +94,9 @@ def render(
 def test_chat_message_takes_role_strings_and_rejects_unknown_roles() -> None:
     assert ChatMessage("user", "x").role is Role.USER  # type: ignore[arg-type]
     assert ChatMessage(Role.USER, "x", images=["a"]).images == ("a",)  # type: ignore[arg-type]
-    with pytest.raises(InvalidChatRequest, match="Unknown message role 'tool'"):
-        ChatMessage("tool", "x")  # type: ignore[arg-type]
+    assert ChatMessage("tool", "x", tool_call_id="call_1").role is Role.TOOL  # type: ignore[arg-type]
+    with pytest.raises(InvalidChatRequest, match="Unknown message role 'function'"):
+        ChatMessage("function", "x")  # type: ignore[arg-type]
 
 
 def test_module_imports_without_llama_cpp() -> None:

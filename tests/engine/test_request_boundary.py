@@ -41,7 +41,10 @@ def test_request_text_fields_are_cleaned_too():
     [
         (lambda: ChatMessage("user", None), "The user message must be text, not nothing."),
         (lambda: ChatMessage("assistant", b"bytes"), "The assistant message must be text, not bytes."),
-        (lambda: ChatMessage("robot", "hi"), "Unknown message role 'robot': use system, user, assistant."),
+        (
+            lambda: ChatMessage("robot", "hi"),
+            "Unknown message role 'robot': use system, user, assistant, tool.",
+        ),
         (lambda: ChatRequest(prompt=3), "The prompt must be text, not int."),
         (lambda: ChatRequest(prompt="x", stop=(None,)), "A stop string must be text, not nothing."),
     ],

@@ -278,8 +278,10 @@ def _write_with_vocab(path: Path, monkeypatch: pytest.MonkeyPatch, edit: Any, **
     """A tiny model whose vocabulary ``edit(tokens, types)`` changed in place (same size)."""
     original = tiny_models.tiny_vocab
 
-    def patched(n_extra_words: int) -> tuple[list[str], list[float], list[int]]:
-        tokens, scores, types = original(n_extra_words)
+    def patched(
+        n_extra_words: int, controls: tuple[str, ...] = ()
+    ) -> tuple[list[str], list[float], list[int]]:
+        tokens, scores, types = original(n_extra_words, controls)
         edit(tokens, types)
         return tokens, scores, types
 
