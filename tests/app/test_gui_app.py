@@ -212,6 +212,7 @@ def test_dashboard_dock_follows_the_loaded_model(qtbot, window: MainWindow, loop
     load(qtbot, window, looping_model)
     assert window.dashboard.model is window.session.ready_model
     window.dashboard.set_interval(50)
+    set_max_tokens(window, 200)  # long enough to sample while it decodes, short on a busy machine
     send(qtbot, window, "keep the dashboard busy", wait=False)
     qtbot.waitUntil(lambda: window.chat.streaming == 0, timeout=WAIT)
     qtbot.waitUntil(lambda: window.dashboard.history.totals.completed_requests >= 1, timeout=WAIT)
