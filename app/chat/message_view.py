@@ -430,10 +430,14 @@ class MessageView(QAbstractScrollArea):
             self._indicator_timer.stop()
 
     def _animate_indicator(self) -> None:
+        """Step the writing dots: only their line is painted again, not the reply's row
+        (which may fill the viewport, several times a second)."""
         self._tick += 1
+        value = self.verticalScrollBar().value()
         for i, row in enumerate(self._rows):
-            if row.data.state.active:
-                self._update_row(i)
+            geom = row.geom
+            if row.data.state is MessageState.STREAMING and geom is not None and geom.stats is not None:
+                self.viewport().update(geom.stats.translated(self._column_x(), self._rows.top(i) - value))
 
     def _update_row(self, i: int) -> None:
         top = self._rows.top(i) - self.verticalScrollBar().value()

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, QUrl
+from PySide6.QtCore import QEvent, QMimeData, QObject, QPoint, QRect, Qt, QUrl
 from PySide6.QtGui import QColor, QGuiApplication, QHelpEvent, QImage, QPainter, QTextDocument
-from PySide6.QtWidgets import QApplication, QLineEdit, QToolTip
+from PySide6.QtWidgets import QApplication, QLineEdit, QToolTip, QWidget
 
 from app.chat import (
     Composer,
@@ -214,6 +214,31 @@ def test_stable_prefix_end() -> None:
     open_fence = "a\n\n```\ncode\n\nmore"
     assert open_fence[stable_prefix_end(open_fence) :] == "```\ncode\n\nmore"
     assert stable_prefix_end("no blank line yet") == 0
+
+
+class PaintedRects(QObject):
+    """The rects of the paint events a widget receives."""
+
+    def __init__(self, widget: QWidget) -> None:
+        super().__init__(widget)
+        self.rects: list[QRect] = []
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            self.rects.append(event.rect())  # type: ignore[attr-defined]
+        return False
+
+
+def test_writing_dots_repaint_only_their_line(qtbot, view: MessageView) -> None:
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    view.append_delta("r", "A reply that fills the view. " * 300)
+    qtbot.wait(50)
+    painted = PaintedRects(view.viewport())
+    view._animate_indicator()
+    qtbot.waitUntil(lambda: bool(painted.rects))
+    stats = view._rows[0].geom.stats
+    assert painted.rects and all(r.height() <= stats.height() for r in painted.rects)
 
 
 def test_scan_blocks_finds_the_open_code_block() -> None:
