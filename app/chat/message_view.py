@@ -45,7 +45,7 @@ from app.chat.data import MessageAction, MessageData, MessageId, MessageState, R
 from app.chat.markdown import MarkdownStyle, code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
-from app.chat.message_layout import FooterItem, MessageLayout, column_x
+from app.chat.message_layout import FooterItem, Geometry, MessageLayout, column_x
 from app.chat.message_painter import MessagePainter, RowPaint, square_thumbnail
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
 from app.chat.theme import ChatColors, markdown_style
@@ -400,7 +400,32 @@ class MessageView(QAbstractScrollArea):
         geom = self._layout.measure(
             data, documents, self._column_width(), status, data.id in self._rows.progress
         )
+        self._repaint_changed(row, geom)
         self._rows.set_geometry(row, geom)
+
+    def _repaint_changed(self, row: Row, geom: Geometry) -> None:
+        """Ask to paint what a new layout of the row changes on screen. Most streamed
+        updates only lengthen the last line of a reply: then only its last piece (and what
+        is under it) is painted again, not the viewport. A row whose height changes moves
+        what is below it: the viewport is painted whole (``ViewportLayout``) anyway."""
+        old = row.previous
+        i = self._rows.find(row.data.id)
+        if i is None:
+            return
+        top = self._rows.top(i) - self.verticalScrollBar().value()
+        x0 = self._column_x()
+        if old is None or old.width != geom.width or old.height != geom.height or not geom.pieces:
+            self.viewport().update(QRect(0, top, self.viewport().width(), geom.height))
+            return
+        # Frozen pieces never change: from the first piece that moved, or the last (the
+        # tail being rendered again), down.
+        first = len(geom.pieces) - 1
+        for k, (new, before) in enumerate(zip(geom.pieces, old.pieces, strict=False)):
+            if new != before:
+                first = min(first, k)
+                break
+        y = geom.body.y() + geom.pieces[first][0]
+        self.viewport().update(QRect(x0 - 1, top + y, geom.width + 2, geom.height - y))
 
     # -- status and animation -------------------------------------------------------
 

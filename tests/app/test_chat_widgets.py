@@ -241,6 +241,38 @@ def test_writing_dots_repaint_only_their_line(qtbot, view: MessageView) -> None:
     assert painted.rects and all(r.height() <= stats.height() for r in painted.rects)
 
 
+def test_a_streamed_update_repaints_only_what_it_changes(qtbot, view: MessageView) -> None:
+    """Most updates lengthen the last line of a reply: only the reply's last piece and what
+    is under it are painted again (every pixel that changed among them); one that adds a
+    line moves the view and paints it whole."""
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    for _text in stream_in_chunks(view, "r", LONG_REPLY[: LONG_REPLY.index("def total_3")] + "    value"):
+        pass
+    qtbot.wait(20)
+    viewport = view.viewport()
+    painted = PaintedRects(viewport)
+    for chunk in (" = comp", "ute(x", ", y)"):
+        before = viewport.grab().toImage()
+        painted.rects.clear()
+        view.append_delta("r", chunk)
+        view._scroll.settle_now()
+        qtbot.wait(20)
+        rects = list(painted.rects)
+        after = viewport.grab().toImage()
+        row = view._rows[0]
+        tail_top = view.message_rect("r").top() + row.geom.body.y() + row.geom.pieces[-1][0]
+        assert rects and all(r.top() >= tail_top for r in rects)  # not the pieces above
+        for y in range(after.height()):
+            for x in range(0, after.width(), 3):
+                if before.pixel(x, y) != after.pixel(x, y):
+                    assert any(r.contains(x, y) for r in rects), f"({x}, {y}) changed, not painted"
+    painted.rects.clear()
+    view.append_delta("r", "\n    return value\n")
+    view._scroll.settle_now()
+    qtbot.wait(20)
+    assert any(r.height() >= viewport.height() for r in painted.rects)
+
+
 def test_scan_blocks_finds_the_open_code_block() -> None:
     text = "Intro\n```python\nx = 1\ny"
     end, fence = scan_blocks(text)
