@@ -8,7 +8,8 @@ conversations stay smooth. The widget holds the events and the glue; the parts a
 - ``message_layout``: a row's height estimate and exact geometry;
 - ``viewport_layout``: which rows are laid out when, and where the scrollbar stays;
 - ``message_documents``: Markdown rendered once per text, documents for recent rows;
-- ``streaming_render``: a streaming reply in pieces, only its growing tail re-rendered;
+- ``streaming_render``: a streaming reply in pieces (an open code block too), only its
+  growing tail re-rendered;
 - ``message_painter`` and ``message_hits``: drawing a row, and what is under the mouse.
 
 Every message shows its actions (Copy, Edit or Regenerate, Delete) and, when it has

@@ -80,8 +80,8 @@ class ViewportLayout(QObject):
         then (as update() does for painting).
 
         Not a second throttle on streamed text (the engine's ~30 Hz is the one): a settle
-        costing a few ms is never put off. One that cost more (a long code block still
-        open is rendered whole each time) puts the next off until the event loop has had
+        costing a few ms is never put off. One that cost more (a slow machine, a tail
+        that is one long paragraph or table) puts the next off until the event loop has had
         ``SLOW_SETTLE_REST`` times its cost, so input and painting keep up."""
         if self._settle_posted:
             return
