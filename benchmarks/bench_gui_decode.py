@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -347,6 +348,8 @@ def main() -> int:
             raise SystemExit(f"{baseline} is not a checkout of Hearth")
         plan += [(case, f"{case} (baseline)", baseline) for case in CASES[1:]]
     model_path(model)  # assembled once, before any timing
+    # Stopped with SIGTERM, it still kills the case running and stops its X server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with VirtualScreen() as screen:
         if args.profile:
             out = Path(tempfile.mkdtemp(prefix="hearth-profile-")) / f"{args.profile}.prof"
