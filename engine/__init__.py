@@ -72,6 +72,9 @@ _EXPORTS = {
     "KvCacheType": "engine.planner",
     "plan_load": "engine.planner",
     "EngineError": "engine.errors",
+    "InvalidChatRequest": "engine.errors",
+    "Overloaded": "engine.errors",
+    "Cancelled": "engine.errors",
     # the child processes of the native self-check and the model check (`hearth --native-probe`, ...)
     "run_native_probe_child": "engine.native_probe:child_main",
     "run_model_check_child": "engine.model_check:child_main",
@@ -92,6 +95,8 @@ _EXPORTS = {
     "Verdict": "engine.planner",
     "describe_plan": "engine.planner",
     "Completed": "engine.requests",
+    "Failed": "engine.requests",
+    "Prefill": "engine.requests",
     "TextDelta": "engine.requests",
     "SpeculationConfig": "engine.speculative",
     "SpeculationMode": "engine.speculative",
