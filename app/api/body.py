@@ -36,9 +36,11 @@ async def read_json(request: web.Request, limit: int) -> tuple[dict[str, Any], i
 
 def parse_json(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise bad_request("The request body is not UTF-8 text.") from None
+    try:
+        body = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise bad_request(f"The request body is not valid JSON: {exc.msg} ({where}).") from None

@@ -34,6 +34,11 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
+def _short(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:8]}…({len(text)} digits)"
+
+
 def wrong_type(param: str, expected: str, value: object) -> Exception:
     return bad_request(f"'{param}' must be {expected}, not {_kind(value)}.", param)
 
@@ -49,9 +54,10 @@ def integer(
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise wrong_type(param, "an integer", value)
-    if not lo <= value <= hi:
-        bound = f"at least {lo}" if hi == INT64 else f"between {lo} and {hi}"
-        raise bad_request(f"'{param}' must be {bound}, not {value}.", param)
+    if value < lo:
+        raise bad_request(f"'{param}' must be at least {lo}, not {_short(value)}.", param)
+    if value > hi:
+        raise bad_request(f"'{param}' must be at most {hi}, not {_short(value)}.", param)
     return value
 
 
