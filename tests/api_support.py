@@ -20,7 +20,9 @@ from tests.conftest import plan_for
 TIMEOUT = 60
 
 
-def load(path: Path, ctx: int = 1024, parallel: int = 4, queue_capacity: int = 32, **request: Any) -> LoadedModel:
+def load(
+    path: Path, ctx: int = 1024, parallel: int = 4, queue_capacity: int = 32, **request: Any
+) -> LoadedModel:
     plan = plan_for(path, ctx=ctx, parallel=parallel, **request)
     return Engine.load(plan, queue_capacity=queue_capacity).wait_ready(TIMEOUT)
 

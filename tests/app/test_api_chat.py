@@ -64,7 +64,9 @@ def test_streaming_sends_role_then_content_then_finish_and_usage(scripted_server
 
 def test_the_raw_stream_ends_with_done(scripted_server: ServerThread) -> None:
     status, headers, payload = scripted_server.request(
-        "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream": True, **GREEDY}
+        "POST",
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "hi"}], "stream": True, **GREEDY},
     )
     assert status == 200
     assert headers["content-type"].startswith("text/event-stream")
@@ -120,7 +122,10 @@ def test_content_parts_are_read_as_text(scripted_server: ServerThread) -> None:
         model="m",
         messages=[
             {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
-            {"role": "user", "content": [{"type": "text", "text": "hello"}, {"type": "text", "text": "there"}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hello"}, {"type": "text", "text": "there"}],
+            },
         ],
         extra_body=GREEDY,
     )
@@ -144,7 +149,9 @@ def test_raw_completions_for_base_models(scripted_server: ServerThread) -> None:
     assert reply.id.startswith("cmpl-")
     assert reply.choices[0].text == "é ab"
     assert reply.choices[0].finish_reason == "length"
-    streamed = list(client.completions.create(model="m", prompt=["once upon"], stream=True, extra_body=GREEDY))
+    streamed = list(
+        client.completions.create(model="m", prompt=["once upon"], stream=True, extra_body=GREEDY)
+    )
     assert "".join(c.choices[0].text for c in streamed) == SCRIPT_TEXT
     assert streamed[-1].choices[0].finish_reason == "stop"
 
@@ -170,7 +177,9 @@ def test_metrics_count_requests_tokens_and_the_engine(scripted_server: ServerThr
     assert status == 200 and headers["content-type"].startswith("text/plain")
     text = payload.decode()
     values = {
-        line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if not line.startswith("#")
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if not line.startswith("#")
     }
     assert values['hearth_requests_total{path="/v1/chat/completions",status="200"}'] >= 1
     assert values["hearth_completion_tokens_total"] >= 9

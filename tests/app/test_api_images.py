@@ -33,7 +33,10 @@ def image_part(uri: str) -> dict:
 
 
 def ask(*parts: dict) -> dict:
-    return {"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, *parts]}], **GREEDY}
+    return {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, *parts]}],
+        **GREEDY,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +51,9 @@ def vision_server(tiny_model: Path, tiny_projector: Path):
 def test_an_inline_image_goes_through_the_projector(vision_server: ServerThread) -> None:
     status, text_only = vision_server.post_json("/v1/chat/completions", ask())
     assert status == 200
-    status, body = vision_server.post_json("/v1/chat/completions", ask(image_part(data_uri(png((200, 20, 20))))))
+    status, body = vision_server.post_json(
+        "/v1/chat/completions", ask(image_part(data_uri(png((200, 20, 20)))))
+    )
     assert status == 200, body
     # The tiny projector turns a 32x32 image into 16 embeddings, counted as prompt tokens.
     assert body["usage"]["prompt_tokens"] >= text_only["usage"]["prompt_tokens"] + 16
@@ -77,7 +82,9 @@ def test_the_sdk_sends_images_too(vision_server: ServerThread) -> None:
         (data_uri(png((0, 0, 0), (2000, 20))), "too long and thin"),
     ],
 )
-def test_a_bad_image_is_a_400_with_the_window_s_reason(vision_server: ServerThread, uri: str, says: str) -> None:
+def test_a_bad_image_is_a_400_with_the_window_s_reason(
+    vision_server: ServerThread, uri: str, says: str
+) -> None:
     status, body = vision_server.post_json("/v1/chat/completions", ask(image_part(uri)))
     assert status == 400, body
     assert says in body["error"]["message"]
@@ -91,7 +98,9 @@ def test_too_many_images_in_one_message_is_refused_before_decoding(vision_server
     assert "at most 8 images" in body["error"]["message"]
 
 
-@pytest.mark.parametrize("url", ["https://example.com/cat.png", "http://127.0.0.1/x.png", "file:///etc/passwd"])
+@pytest.mark.parametrize(
+    "url", ["https://example.com/cat.png", "http://127.0.0.1/x.png", "file:///etc/passwd"]
+)
 def test_remote_and_file_urls_are_never_fetched(vision_server: ServerThread, url: str) -> None:
     status, body = vision_server.post_json("/v1/chat/completions", ask(image_part(url)))
     assert status == 400

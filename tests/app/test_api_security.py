@@ -85,7 +85,9 @@ def test_host_name_strips_port_and_brackets() -> None:
 
 def test_a_rebound_host_is_refused_over_http(model) -> None:
     with ServerThread(lambda: model) as server:
-        status, _, payload = server.request("POST", "/v1/chat/completions", HELLO, {"Host": "attacker.example"})
+        status, _, payload = server.request(
+            "POST", "/v1/chat/completions", HELLO, {"Host": "attacker.example"}
+        )
         body = json.loads(payload)
         assert status == 403 and body["error"]["code"] == "host_not_allowed"
         assert "attacker.example" in body["error"]["message"]
@@ -121,5 +123,7 @@ def test_a_listed_origin_gets_cors_headers_streams_included(model) -> None:
         assert status == 200 and headers["access-control-allow-origin"] == app
         status, headers, _ = server.request("POST", "/v1/chat/completions", HELLO, {"Origin": app})
         assert status == 401 and headers["access-control-allow-origin"] == app  # the page may read why
-        status, _, _ = server.request("POST", "/v1/chat/completions", HELLO, {"Origin": "http://other.example"})
+        status, _, _ = server.request(
+            "POST", "/v1/chat/completions", HELLO, {"Origin": "http://other.example"}
+        )
         assert status == 403

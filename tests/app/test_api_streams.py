@@ -129,8 +129,9 @@ def test_a_full_queue_is_a_429_with_retry_after(looping_model: Path) -> None:
         with ServerThread(lambda: model) as server:
             client = server.client()
             running = [
-                client.chat.completions.create(model="m", messages=HELLO, max_tokens=100_000, stream=True,
-                                               extra_body=LONG)  # fmt: skip
+                client.chat.completions.create(
+                    model="m", messages=HELLO, max_tokens=100_000, stream=True, extra_body=LONG
+                )
             ]
             next(iter(running[0]))
             waiting = threading.Thread(target=lambda: running.append(client.chat.completions.create(
