@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator
 
 from PySide6.QtCore import Qt
@@ -67,11 +68,21 @@ class EngineStream:
 
     def _connect(self, handle: RequestHandle) -> None:
         self._handle = handle
+        # Not ``connect(self._wake)``: PySide drops a bound method's connection when its
+        # object dies, on whichever thread that happens, possibly while the executor is
+        # inside the same signal's emit (a crash). A function that holds the stream weakly
+        # lives exactly as long as the handle, which the executor holds while it emits.
+        stream = weakref.ref(self)
+
+        def wake(*_args: object) -> None:
+            if (alive := stream()) is not None:
+                alive._wake()
+
         for signal in (handle.queued, handle.prefill, handle.started, handle.delta, handle.completed,
                        handle.failed):  # fmt: skip
-            signal.connect(self._wake, _DIRECT)
+            signal.connect(wake, _DIRECT)
 
-    def _wake(self, *_args: object) -> None:
+    def _wake(self) -> None:
         if self._drain_pending:
             return
         self._drain_pending = True

@@ -107,9 +107,9 @@ def map_request(
         "max_tokens": max_tokens,
         "stop": stop,
         "ignore_eos": fields.boolean(body, "ignore_eos", False),
+        "cache": fields.boolean(body, "cache_prompt", True),  # llama-server's: false evaluates it all
         "owner": owner,
     }
-    fields.boolean(body, "cache_prompt", True)  # llama-server's: Hearth always reuses its cache
     if endpoint is Endpoint.COMPLETION:
         return GenerationSpec(endpoint, ChatRequest(prompt=_prompt(body), **common), stream, include_usage)
     _tools(body)

@@ -187,3 +187,19 @@ def test_metrics_count_requests_tokens_and_the_engine(scripted_server: ServerThr
                  "prefix_cache_misses_total", "requests_in_flight", "prompt_tokens_total"):  # fmt: skip
         assert f"hearth_{name}" in values, name
     assert 0 < values["hearth_kv_cache_usage_ratio"] <= 1
+
+
+def test_llama_server_extensions_cache_prompt_and_ignore_eos(scripted_server: ServerThread) -> None:
+    client = scripted_server.client()
+    messages = [{"role": "system", "content": "Same prefix. " * 20}, {"role": "user", "content": "again"}]
+    client.chat.completions.create(model="m", messages=messages, extra_body=GREEDY)
+    warm = client.chat.completions.create(model="m", messages=messages, extra_body=GREEDY)
+    assert warm.usage.prompt_tokens_details.cached_tokens > 0
+    cold = client.chat.completions.create(
+        model="m", messages=messages, extra_body={**GREEDY, "cache_prompt": False}
+    )
+    assert cold.usage.prompt_tokens_details.cached_tokens == 0
+    endless = client.chat.completions.create(
+        model="m", messages=messages, max_tokens=12, extra_body={**GREEDY, "ignore_eos": True}
+    )
+    assert endless.usage.completion_tokens == 12 and endless.choices[0].finish_reason == "length"
