@@ -35,10 +35,16 @@ def token_text(record: RequestRecord) -> str:
     return f"{record.prompt_tokens:,} + {record.completion_tokens:,}{cached}"
 
 
+def client_text(record: RequestRecord) -> str:
+    """The program that asked (its User-Agent's name); the address when it does not say: on
+    127.0.0.1 the address is always the same."""
+    return record.client.split(" · ", 1)[-1]
+
+
 def record_row(record: RequestRecord) -> tuple[str, str, str, str, str]:
     return (
         time.strftime("%H:%M:%S", time.localtime(record.time)),
-        record.client,
+        client_text(record),
         token_text(record),
         f"{record.tokens_per_second:.1f}" if record.tokens_per_second else "—",
         record.status_text,
@@ -93,6 +99,7 @@ class ServerPanel(QWidget):
         layout.addWidget(self.status)
         layout.addWidget(QLabel("Recent requests"))
         layout.addWidget(self.table, 1)
+        self.table.setMinimumHeight(120)  # a few rows, even stacked under the dashboard
         self.show_status(ServerStatus.OFF, "", "", None)
 
     def set_port(self, port: int) -> None:
@@ -135,6 +142,8 @@ class ServerPanel(QWidget):
             item = QTableWidgetItem(text)
             if column in (2, 3, 4):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            if column == 1:
+                item.setToolTip(f"{record.client}\n{record.method} {record.path}")
             if column == 4 and record.error:
                 item.setToolTip(record.error)
             self.table.setItem(0, column, item)

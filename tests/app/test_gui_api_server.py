@@ -81,7 +81,8 @@ def test_the_switch_serves_the_loaded_model_and_lists_requests(qtbot, served, sc
     assert panel.address.text().startswith("http://127.0.0.1:") and panel.address.text().endswith("/v1")
     assert "Serving Tiny Llama" in panel.status.text()
     row = [panel.table.item(0, c).text() for c in range(panel.table.columnCount())]
-    assert row[1].startswith("127.0.0.1 · OpenAI/Python")
+    assert row[1] == "OpenAI/Python"  # the program; the address (always 127.0.0.1 here) in the tooltip
+    assert panel.table.item(0, 1).toolTip().startswith("127.0.0.1 · OpenAI/Python")
     assert row[2].endswith("+ 9") and row[4] == "200"
     panel.copy_button.click()
     from PySide6.QtGui import QGuiApplication
