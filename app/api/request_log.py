@@ -4,9 +4,12 @@ panel lists the recent ones; ``hearth serve`` prints each."""
 from __future__ import annotations
 
 import collections
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+log = logging.getLogger("hearth.api")
 
 RECENT = 200  # records kept for the window's table
 
@@ -47,6 +50,12 @@ class RequestRecord:
         return " · ".join(parts)
 
 
+def printable(text: str) -> str:
+    """Text that any terminal and widget can show: what a client sent may hold lone
+    surrogates (JSON's "\\ud800", undecodable header bytes), which cannot be encoded."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
 class RequestLog:
     """The recent records, and whoever wants each new one (``listeners``, called on the
     event loop's thread)."""
@@ -58,4 +67,7 @@ class RequestLog:
     def add(self, record: RequestRecord) -> None:
         self.records.append(record)
         for listener in list(self.listeners):
-            listener(record)
+            try:
+                listener(record)
+            except Exception:  # a broken listener (a closed terminal...) costs its line only
+                log.exception("request log listener failed")

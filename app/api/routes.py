@@ -28,7 +28,7 @@ from app.api.errors import ApiError, ErrorType, from_engine_error, no_model
 from app.api.mapping import Endpoint, GenerationSpec, ModelFacts, map_request
 from app.api.metrics import ServerCounters
 from app.api.reply_cache import ReplyCache
-from app.api.request_log import CLIENT_CLOSED, RequestLog, RequestRecord
+from app.api.request_log import CLIENT_CLOSED, RequestLog, RequestRecord, printable
 from app.api.responses import ResponseIds, finish_reason
 from app.api.sse import EventStream
 from engine import Completed, Completion, EngineError, Failed, LoadedModel, Prefill, TextDelta
@@ -45,7 +45,7 @@ HEAVY_MAPPINGS = 2  # large bodies (images) decoded at once on worker threads
 def model_facts(model: LoadedModel) -> ModelFacts:
     info = model.plan.model
     return ModelFacts(
-        name=info.path.stem,
+        name=printable(info.path.stem),
         display_name=info.display_name,
         context_per_conversation=model.context_per_conversation,
         has_vision=model.has_vision,
@@ -56,7 +56,7 @@ def client_name(request: web.Request) -> str:
     """The peer's address, and the client program's name from its User-Agent."""
     peer = request.remote or "unknown"
     agent = request.headers.get("User-Agent", "").split(" ", 1)[0][:32]
-    return f"{peer} · {agent}" if agent else peer
+    return printable(f"{peer} · {agent}" if agent else peer)
 
 
 @dataclass
@@ -261,7 +261,7 @@ class Routes:
             completion_tokens=u.completion_tokens if u else 0,
             tokens_per_second=c.timings.decode_tokens_per_second if c is not None else 0.0,
             stream=outcome.stream,
-            error=outcome.error,
+            error=printable(outcome.error),
         )
         self.state.counters.count(record)
         self.state.log.add(record)

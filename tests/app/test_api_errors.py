@@ -224,3 +224,12 @@ def test_no_model_is_a_503(scripted_model: Path) -> None:
         status, _, _ = empty.request("GET", "/health")
         assert status == 503
         assert empty.client().models.list().data == []
+
+
+def test_what_a_client_sends_is_logged_printably(server: ServerThread) -> None:
+    raw = b'{"messages": [{"role": "\\ud800wizard", "content": "hi"}]}'
+    status, _, payload = server.request("POST", "/v1/chat/completions", raw, {"User-Agent": "Ed\xe9itor/1.0"})
+    assert status == 400 and "Unknown role" in json.loads(payload)["error"]["message"]
+    record = server.call(lambda: server.server.log.records[-1])
+    assert record.status == 400
+    record.line().encode("utf-8")  # a terminal can print it (hearth serve logs every request)
