@@ -203,3 +203,15 @@ def test_llama_server_extensions_cache_prompt_and_ignore_eos(scripted_server: Se
         model="m", messages=messages, max_tokens=12, extra_body={**GREEDY, "ignore_eos": True}
     )
     assert endless.usage.completion_tokens == 12 and endless.choices[0].finish_reason == "length"
+
+
+def test_the_sdk_stream_helper_accumulates_the_reply(scripted_server: ServerThread) -> None:
+    client = scripted_server.client()
+    with client.chat.completions.stream(
+        model="m", messages=[{"role": "user", "content": "hello"}], extra_body=GREEDY
+    ) as stream:
+        events = [event.type for event in stream]
+        final = stream.get_final_completion()
+    assert final.choices[0].message.content == SCRIPT_TEXT
+    assert final.choices[0].finish_reason == "stop"
+    assert events.count("content.done") == 1 and "content.delta" in events
