@@ -250,7 +250,13 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="hearth-stall-"))
     chats = chats_case(app, model, root / "chats")
     with_api = api_case(app, model, root / "api")
-    result = {"model": model.name, **chats, "with_api_streams": with_api, "target_ms": 50}
+    result = {
+        "model": model.name,
+        **chats,
+        "with_api_streams": with_api,
+        "target_ms": 50,
+        "load_average": os.getloadavg()[0],
+    }  # other programs' load on the cores: a busy machine stalls
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
