@@ -5,6 +5,7 @@ own thread, as an editor would from another process."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import http.client
 import json
 import threading
@@ -61,6 +62,11 @@ class ServerThread:
     def __exit__(self, *exc: object) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(TIMEOUT)
+        # Let the model go with the server: aiohttp's objects form reference cycles, and a
+        # LoadedModel still alive at exit is unloaded again by the engine's atexit hook,
+        # after the test session has shut Qt down.
+        self.server.state.model = lambda: None
+        gc.collect()
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the server's loop and return its result (for inspecting state)."""

@@ -133,7 +133,8 @@ class ServerPanel(QWidget):
         if self.address.text():
             QGuiApplication.clipboard().setText(self.address.text())
             self.copy_button.setText("Copied")
-            QTimer.singleShot(1500, lambda: self.copy_button.setText("Copy"))
+            # With the button as context: a window closed within the 1.5 s cancels the timer.
+            QTimer.singleShot(1500, self.copy_button, lambda: self.copy_button.setText("Copy"))
 
     def add_record(self, record: RequestRecord) -> None:
         """Newest first; at most MAX_ROWS."""

@@ -4,6 +4,7 @@ message naming what is wrong, and nothing a client sends stops the server or the
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -180,14 +181,22 @@ def test_the_server_still_serves_after_every_bad_request(server: ServerThread) -
 
 
 def raw_exchange(port: int, head: bytes, body: bytes) -> bytes:
-    """Send a request's head and (part of) its body, then read what comes back."""
+    """Send a request's head and (part of) its body, then read one response (the server
+    answers before the body is complete; the socket stays open for writing, as a client's
+    does while it uploads)."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(head + body)
-        sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return answer
+            answer += chunk
+        headers, _, rest = answer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", headers).group(1))
+        while len(rest) < length and (chunk := sock.recv(65536)):
+            rest += chunk
+    return headers + b"\r\n\r\n" + rest
 
 
 def test_a_body_over_20_mb_is_refused_with_413(server: ServerThread) -> None:
