@@ -72,7 +72,6 @@ _EXPORTS = {
     "KvCacheType": "engine.planner",
     "plan_load": "engine.planner",
     "EngineError": "engine.errors",
-    "InvalidChatRequest": "engine.errors",
     "Overloaded": "engine.errors",
     "Cancelled": "engine.errors",
     # the child processes of the native self-check and the model check (`hearth --native-probe`, ...)
