@@ -5,22 +5,32 @@ accepted and ignored (it cannot change the answer: ``user``, ``metadata``...), o
 with its name. A field Hearth does not know is refused too: a sampling option silently
 dropped would be a wrong answer that looks right.
 
-The groups that wait for the engine's next features (tools, structured output, log
-probabilities, OpenAI's penalties) each have one function below: today they accept only
-the values that mean "off", and refuse the rest by name.
+Each group of fields has one function below: sampling (OpenAI's penalties, log
+probabilities), structured output (``response_format`` → a grammar), tools (``tools``,
+``tool_choice``, ``parallel_tool_calls`` → the request's tools, a forcing grammar, and how
+the output is parsed).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.api import fields
 from app.api.errors import bad_request
 from app.api.messages import ReplyTokens, parse_messages
-from engine import ChatRequest, SamplingParams
+from engine import (
+    JSON_OBJECT_GRAMMAR,
+    ChatRequest,
+    ChatTraits,
+    EngineError,
+    Grammar,
+    SamplingParams,
+    grammar_from_json_schema,
+    tool_choice_grammar,
+)
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_LENGTH = 1000
@@ -40,6 +50,16 @@ class ModelFacts:
     display_name: str
     context_per_conversation: int
     has_vision: bool
+    traits: ChatTraits = ChatTraits()  # noqa: RUF009 - a frozen value: its tool format, its thinking
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """How the model's text becomes the answer: reasoning split out, tool calls parsed."""
+
+    traits: ChatTraits = ChatTraits()  # noqa: RUF009 - a frozen value
+    tool_names: tuple[str, ...] | None = None  # None: no tools offered, nothing to parse
+    parallel_tool_calls: bool = True  # False: at most one call (a second one is not sent)
 
 
 @dataclass(frozen=True)
@@ -51,6 +71,8 @@ class GenerationSpec:
     stream: bool
     include_usage: bool
     images: int = 0
+    output: OutputPlan = OutputPlan()
+    logprobs: int | None = None  # None: none asked; n: the sampled token's and n alternatives
 
 
 _SAMPLING = frozenset({
@@ -96,14 +118,13 @@ def map_request(
     stream = fields.boolean(body, "stream", False)
     options = fields.obj(body, "stream_options")
     include_usage = bool(stream and fields.boolean(options, "include_usage", False))
-    sampling = _sampling(body)
-    _logprobs(body, endpoint)
+    logprobs = _logprobs(body, endpoint)
+    sampling = _sampling(body, logprobs)
     max_tokens = _max_tokens(body, endpoint, facts)
     stop = _stop(body)
     user = fields.string(body, "user", "")
     owner = f"API · {user[:40]}" if user else f"API · {client}"
     common: dict[str, Any] = {
-        "sampling": sampling,
         "max_tokens": max_tokens,
         "stop": stop,
         "ignore_eos": fields.boolean(body, "ignore_eos", False),
@@ -111,31 +132,41 @@ def map_request(
         "owner": owner,
     }
     if endpoint is Endpoint.COMPLETION:
-        return GenerationSpec(endpoint, ChatRequest(prompt=_prompt(body), **common), stream, include_usage)
-    _tools(body)
-    _response_format(body)
+        request = ChatRequest(prompt=_prompt(body), sampling=sampling, **common)
+        return GenerationSpec(endpoint, request, stream, include_usage, logprobs=logprobs)
     _modalities(body)
+    tools, tool_grammar, output = _tools(body, facts.traits)
+    grammar = _response_format(body)
+    if grammar is not None and tools:
+        raise bad_request(
+            "'response_format' cannot be combined with 'tools' here: the reply would have to be both.",
+            "response_format",
+        )
+    grammar = grammar or tool_grammar
+    if grammar is not None:
+        # A thinking model thinks freely first: the grammar starts after its reasoning.
+        sampling = replace(sampling, grammar=facts.traits.constrain(grammar))
     parsed = parse_messages(
         body.get("messages"), has_vision=facts.has_vision, model_name=facts.display_name,
         reply_tokens=reply_tokens,
     )  # fmt: skip
-    request = ChatRequest(messages=parsed.messages, assistant_prefix=parsed.assistant_prefix, **common)
-    return GenerationSpec(endpoint, request, stream, include_usage, parsed.images)
+    request = ChatRequest(
+        messages=parsed.messages, assistant_prefix=parsed.assistant_prefix, sampling=sampling, tools=tools,
+        **common,
+    )  # fmt: skip
+    return GenerationSpec(endpoint, request, stream, include_usage, parsed.images, output, logprobs)
 
 
 # -- groups of fields ----------------------------------------------------------------------
 
 
-def _sampling(body: Mapping[str, Any]) -> SamplingParams:
+def _sampling(body: Mapping[str, Any], logprobs: int | None) -> SamplingParams:
     base = SamplingParams()
     top_p = fields.number(body, "top_p", base.top_p, 0.0, 1.0)
     top_k = fields.integer(body, "top_k", base.top_k, 0, 1_000_000)
     if top_p == 0.0:  # nucleus of probability 0: the single most likely token
         top_p, top_k = 1.0, 1
     seed = fields.integer(body, "seed", None, -(2**63), 2**63 - 1)
-    for name in ("presence_penalty", "frequency_penalty"):
-        if fields.number(body, name, 0.0, -2.0, 2.0) != 0.0:
-            raise bad_request(f"'{name}' is not supported by this Hearth version (use repeat_penalty).", name)
     return SamplingParams(
         temperature=fields.number(body, "temperature", base.temperature, 0.0, 2.0),
         top_k=top_k,
@@ -144,6 +175,9 @@ def _sampling(body: Mapping[str, Any]) -> SamplingParams:
         repeat_penalty=fields.number(body, "repeat_penalty", base.repeat_penalty, 0.0, 10.0, above_lo=True),
         repeat_last_n=fields.integer(body, "repeat_last_n", base.repeat_last_n, 0, 1_000_000),
         seed=None if seed is None or seed == -1 else seed & 0xFFFFFFFF,  # -1: llama.cpp's "random"
+        frequency_penalty=fields.number(body, "frequency_penalty", 0.0, -2.0, 2.0),
+        presence_penalty=fields.number(body, "presence_penalty", 0.0, -2.0, 2.0),
+        logprobs=logprobs,
     )
 
 
@@ -211,48 +245,76 @@ def _refuse_set(body: Mapping[str, Any], name: str, what: str) -> None:
         raise bad_request(f"'{name}' is not supported: {what} would be ignored.", name)
 
 
-# -- waiting for the engine's next features (issue #16, branch api-engine) ----------------
+# -- log probabilities, structured output, tools ---------------------------------------------
 
 
-def _logprobs(body: Mapping[str, Any], endpoint: Endpoint) -> None:
-    if endpoint is Endpoint.COMPLETION:
-        if body.get("logprobs") is not None:
-            fields.integer(body, "logprobs", 0, 0, 5)
-            raise bad_request("'logprobs' is not supported by this Hearth version.", "logprobs")
-        return
-    if fields.boolean(body, "logprobs", False):
-        raise bad_request("'logprobs' is not supported by this Hearth version.", "logprobs")
-    if body.get("top_logprobs") is not None:
-        fields.integer(body, "top_logprobs", 0, 0, 20)
+def _logprobs(body: Mapping[str, Any], endpoint: Endpoint) -> int | None:
+    """How many alternatives to report per token (None: no log probabilities)."""
+    if endpoint is Endpoint.COMPLETION:  # the legacy API: an integer, 0..5
+        return fields.integer(body, "logprobs", None, 0, 5)
+    wanted = fields.boolean(body, "logprobs", False)
+    top = fields.integer(body, "top_logprobs", None, 0, 20)
+    if top is not None and not wanted:
         raise bad_request("'top_logprobs' needs 'logprobs': true.", "top_logprobs")
+    return (top or 0) if wanted else None
 
 
-def _tools(body: Mapping[str, Any]) -> None:
-    tools = fields.array(body, "tools")
-    if tools:
-        raise bad_request("'tools' (function calling) is not supported by this Hearth version.", "tools")
-    _refuse_set(body, "functions", "functions (function calling)")
-    if body.get("function_call") not in (None, "none", "auto"):
-        raise bad_request("'function_call' is not supported by this Hearth version.", "function_call")
-    choice = body.get("tool_choice")
-    if choice not in (None, "none", "auto"):
-        raise bad_request(
-            "'tool_choice' needs 'tools' (not supported by this Hearth version).", "tool_choice"
-        )
-    fields.boolean(body, "parallel_tool_calls", True)
-
-
-def _response_format(body: Mapping[str, Any]) -> None:
+def _response_format(body: Mapping[str, Any]) -> Grammar | None:
     value = fields.obj(body, "response_format")
     kind = value.get("type", "text") if value else "text"
     if kind == "text":
-        return
-    if kind in ("json_object", "json_schema"):
+        return None
+    if kind == "json_object":
+        return JSON_OBJECT_GRAMMAR
+    if kind != "json_schema":
         raise bad_request(
-            f"'response_format' {kind} (structured output) is not supported by this Hearth version.",
-            "response_format",
+            "'response_format.type' must be text, json_object or json_schema.", "response_format"
         )
-    raise bad_request("'response_format.type' must be text, json_object or json_schema.", "response_format")
+    spec = fields.obj(value, "json_schema", "response_format.json_schema")
+    schema = spec.get("schema", {})
+    if not isinstance(schema, dict | bool):
+        raise fields.wrong_type("response_format.json_schema.schema", "a JSON schema object", schema)
+    try:
+        return grammar_from_json_schema(schema)
+    except EngineError as exc:
+        raise bad_request(exc.message, "response_format.json_schema.schema") from None
+
+
+def _tools(
+    body: Mapping[str, Any], traits: ChatTraits
+) -> tuple[tuple[dict, ...], Grammar | None, OutputPlan]:
+    """The tools to render, the grammar that forces a call (tool_choice "required" or a
+    function), and how to parse the output."""
+    _refuse_set(body, "functions", "functions (retired: send 'tools')")
+    if body.get("function_call") is not None:
+        raise bad_request("'function_call' is retired: send 'tool_choice'.", "function_call")
+    parallel = fields.boolean(body, "parallel_tool_calls", True)
+    tools = fields.array(body, "tools") or []
+    for i, tool in enumerate(tools):
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type") != "function"
+            or not isinstance(tool.get("function"), dict)
+        ):
+            raise bad_request(
+                f'\'tools[{i}]\' must be {{"type": "function", "function": {{...}}}}.', f"tools[{i}]"
+            )
+    choice = body.get("tool_choice", "auto" if tools else "none")
+    named = isinstance(choice, dict)
+    if not named and choice not in ("none", "auto", "required"):
+        raise bad_request("'tool_choice' must be none, auto, required or a function.", "tool_choice")
+    if not tools:
+        if choice not in ("none", "auto"):
+            raise bad_request("'tool_choice' needs 'tools' to choose from.", "tool_choice")
+        return (), None, OutputPlan(traits)
+    if choice == "none":  # tools offered but not to be called: not shown to the model at all
+        return (), None, OutputPlan(traits)
+    try:
+        grammar = tool_choice_grammar(traits.tool_format, tools, choice, parallel)
+    except EngineError as exc:
+        raise bad_request(exc.message, "tool_choice" if named or choice == "required" else "tools") from None
+    names = tuple(str(t["function"].get("name", "")) for t in tools)
+    return tuple(tools), grammar, OutputPlan(traits, names, parallel)
 
 
 def _modalities(body: Mapping[str, Any]) -> None:

@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from app.api.errors import bad_request
 from app.api.fields import wrong_type
-from engine import ChatMessage, EngineError, ImageRejected, check_message_images, load_image
+from engine import ChatMessage, EngineError, ImageRejected, ToolCall, check_message_images, load_image
 
 # The roles a client may send, and the engine's role for each ("developer" is OpenAI's newer
 # name for the system prompt).
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-ROLES_TOO_SOON = frozenset({"tool", "function"})  # tool results: with the engine's tool support
-_ROLE_LIST = "system, developer, user, assistant"
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+_ROLE_LIST = "system, developer, user, assistant, tool"
 
 ReplyTokens = Callable[[str], tuple[tuple[int, ...], str] | None]
 """Looks up a reply this server generated, by its exact text: (token ids, model identity)."""
@@ -69,18 +69,16 @@ def _message(item: dict[str, Any], param: str, has_vision: bool, model_name: str
     role = item.get("role")
     if not isinstance(role, str):
         raise bad_request(f"'{param}.role' must be one of {_ROLE_LIST}.", f"{param}.role")
-    if role in ROLES_TOO_SOON:
+    if role == "function":
         raise bad_request(
-            f"'{param}': role '{role}' (tool results) is not supported by this Hearth version.",
+            f"'{param}': role 'function' is OpenAI's retired name for tool results: use role 'tool'.",
             f"{param}.role",
         )
     if role not in ROLES:
         raise bad_request(f"Unknown role '{role[:40]}' in {param}: use {_ROLE_LIST}.", f"{param}.role")
-    if item.get("tool_calls") or item.get("function_call"):
-        raise bad_request(
-            f"'{param}.tool_calls': tool calls are not supported by this Hearth version.",
-            f"{param}.tool_calls",
-        )
+    if item.get("function_call"):
+        raise bad_request(f"'{param}.function_call' is retired: send 'tool_calls'.", f"{param}.function_call")
+    calls = _tool_calls(item.get("tool_calls"), f"{param}.tool_calls", role)
     text, sources = _content(item.get("content"), f"{param}.content", role)
     if sources and not has_vision:
         raise bad_request(
@@ -89,16 +87,65 @@ def _message(item: dict[str, Any], param: str, has_vision: bool, model_name: str
             "model_not_multimodal",
         )
     images = _decode_images(sources, param) if sources else ()
+    extra: dict[str, Any] = {}
+    if role == "tool":
+        call_id = item.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise bad_request(
+                f"'{param}.tool_call_id' must name the call this result answers.", f"{param}.tool_call_id"
+            )
+        extra["tool_call_id"] = call_id
+    name = item.get("name")
+    if name is not None and not isinstance(name, str):
+        raise wrong_type(f"{param}.name", "a string", name)
+    if role == "tool" and name:
+        extra["name"] = name  # the function's name: some templates print it
     try:
-        return ChatMessage(ROLES[role], text, images=images)
+        return ChatMessage(ROLES[role], text, images=images, tool_calls=calls, **extra)
     except EngineError as exc:
         raise bad_request(exc.message, param) from exc
+
+
+def _tool_calls(value: object, param: str, role: str) -> tuple[ToolCall, ...]:
+    """An assistant message's calls: ``[{"id", "type": "function", "function": {"name", "arguments"}}]``."""
+    if value is None or value == []:
+        return ()
+    if role != "assistant":
+        raise bad_request(f"'{param}': only assistant messages carry tool calls.", param)
+    if not isinstance(value, list):
+        raise wrong_type(param, "an array of tool calls", value)
+    calls = []
+    for i, call in enumerate(value):
+        where = f"{param}[{i}]"
+        if not isinstance(call, dict):
+            raise wrong_type(where, "an object", call)
+        if call.get("type", "function") != "function":
+            raise bad_request(f"'{where}.type' must be 'function'.", f"{where}.type")
+        function = call.get("function")
+        if not isinstance(function, dict):
+            raise wrong_type(f"{where}.function", "an object", function)
+        name, arguments, call_id = function.get("name"), function.get("arguments", "{}"), call.get("id", "")
+        if not isinstance(name, str) or not name:
+            raise bad_request(
+                f"'{where}.function.name' must be the function's name.", f"{where}.function.name"
+            )
+        if isinstance(arguments, dict):  # an object where OpenAI sends its JSON text: the same call
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        if not isinstance(arguments, str):
+            raise wrong_type(f"{where}.function.arguments", "a JSON string", arguments)
+        if not isinstance(call_id, str):
+            raise wrong_type(f"{where}.id", "a string", call_id)
+        try:
+            calls.append(ToolCall(call_id, name, arguments))
+        except EngineError as exc:
+            raise bad_request(exc.message, where) from exc
+    return tuple(calls)
 
 
 def _content(content: object, param: str, role: str) -> tuple[str, list[tuple[str, str]]]:
     """The message's text and its images as (data URI, param) pairs."""
     if content is None:
-        if role == "assistant":
+        if role == "assistant":  # with tool calls, or an empty turn
             return "", []
         raise bad_request(f"'{param}' is required for a {role} message.", param)
     if isinstance(content, str):

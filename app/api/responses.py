@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.mapping import Endpoint
+from app.api.output import OutputShaper, Piece, PieceKind
 from engine import Completion, StopReason
 
 _FINISH = {
@@ -49,6 +50,34 @@ def timings(completion: Completion) -> dict[str, Any]:
     }
 
 
+def piece_delta(piece: Piece) -> dict[str, Any]:
+    """One piece of the answer as a chat chunk's ``delta``."""
+    if piece.kind is PieceKind.CONTENT:
+        return {"content": piece.text}
+    if piece.kind is PieceKind.REASONING:
+        return {"reasoning_content": piece.text}
+    if piece.kind is PieceKind.CALL_BEGIN:  # id, type and name: in the call's first delta only
+        call = {"index": piece.index, "id": piece.call_id, "type": "function",
+                "function": {"name": piece.name, "arguments": ""}}  # fmt: skip
+    else:
+        call = {"index": piece.index, "function": {"arguments": piece.text}}
+    return {"tool_calls": [call]}
+
+
+def assistant_message(shaper: OutputShaper) -> dict[str, Any]:
+    """The whole answer as the message of a (non-streamed) chat completion."""
+    content = "".join(shaper.content)
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if shaper.calls else "")}
+    if shaper.reasoning:
+        message["reasoning_content"] = "".join(shaper.reasoning)
+    if shaper.calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": "".join(c.arguments)}}
+            for c in shaper.calls
+        ]
+    return message
+
+
 @dataclass(frozen=True)
 class ResponseIds:
     """What every chunk of one response repeats."""
@@ -69,37 +98,54 @@ class ResponseIds:
 
     # -- whole responses ----------------------------------------------------------
 
-    def completion(self, completion: Completion) -> dict[str, Any]:
+    def chat_completion(
+        self, completion: Completion, shaper: OutputShaper, logprobs: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        body = self._head("chat.completion")
+        reason = shaper.finish_reason(completion.stop_reason)
+        body["choices"] = [
+            {"index": 0, "message": assistant_message(shaper), "logprobs": logprobs, "finish_reason": reason}
+        ]
+        body["usage"] = usage(completion)
+        body["timings"] = timings(completion)
+        return body
+
+    def text_completion(self, completion: Completion, logprobs: dict[str, Any] | None) -> dict[str, Any]:
+        body = self._head("text_completion")
         reason = finish_reason(completion.stop_reason)
-        if self.endpoint is Endpoint.CHAT:
-            message = {"role": "assistant", "content": completion.text}
-            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
-            body = self._head("chat.completion")
-        else:
-            choice = {"index": 0, "text": completion.text, "logprobs": None, "finish_reason": reason}
-            body = self._head("text_completion")
-        body["choices"] = [choice]
+        body["choices"] = [{"index": 0, "text": completion.text, "logprobs": logprobs, "finish_reason": reason}]
         body["usage"] = usage(completion)
         body["timings"] = timings(completion)
         return body
 
     # -- stream chunks -------------------------------------------------------------
 
-    def chunk(self, text: str | None, reason: str | None = None, *, first: bool = False,
-              with_usage: bool = False) -> dict[str, Any]:  # fmt: skip
-        """One SSE chunk: ``text`` (None: no content), the finish reason on the last one.
-        ``with_usage``: the client asked for a usage chunk, so every other chunk says
+    def chat_chunk(
+        self,
+        delta: dict[str, Any],
+        reason: str | None = None,
+        *,
+        logprobs: dict[str, Any] | None = None,
+        with_usage: bool = False,
+    ) -> dict[str, Any]:
+        """``with_usage``: the client asked for a usage chunk, so every other chunk says
         ``"usage": null`` (OpenAI's shape)."""
-        if self.endpoint is Endpoint.CHAT:
-            delta: dict[str, Any] = {"role": "assistant", "content": text or ""} if first else {}
-            if text is not None and not first:
-                delta["content"] = text
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
-            body = self._head("chat.completion.chunk")
-        else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}
-            body = self._head("text_completion")
-        body["choices"] = [choice]
+        body = self._head("chat.completion.chunk")
+        body["choices"] = [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": reason}]
+        if with_usage:
+            body["usage"] = None
+        return body
+
+    def text_chunk(
+        self,
+        text: str,
+        reason: str | None = None,
+        *,
+        logprobs: dict[str, Any] | None = None,
+        with_usage: bool = False,
+    ) -> dict[str, Any]:
+        body = self._head("text_completion")
+        body["choices"] = [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason}]
         if with_usage:
             body["usage"] = None
         return body
