@@ -18,6 +18,7 @@ BENCHMARKS = (
     "benchmarks.bench_multimodal",
     "benchmarks.bench_speculation",
     "benchmarks.bench_gui_stall",
+    "benchmarks.bench_gui_decode",  # the window against `hearth chat`: Qwen, ~15 min
     "benchmarks.bench_dashboard",
     "benchmarks.bench_image_memory",
     "benchmarks.bench_bundle",  # skipped (a line says so) until `make package` has built dist/hearth

@@ -14,15 +14,15 @@ link that the view turns into "copy this block to the clipboard".
 from __future__ import annotations
 
 import html
+import io
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_by_name
@@ -57,6 +57,9 @@ class MarkdownStyle:
         return "github-dark" if self.dark else "default"
 
 
+LexedToken = tuple[int, Any, str]  # (offset, Pygments token type, text)
+
+
 @dataclass(frozen=True)
 class RenderedMarkdown:
     html: str
@@ -81,6 +84,8 @@ class MarkdownRenderer:
         pyg_style = get_style_by_name(self.style.pygments_style)
         self._code_fg = _style_foreground(pyg_style)
         self._highlighted: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._lexers: dict[str, Lexer] = {}
+        self.lexed_chars = 0  # characters Pygments has lexed: what highlighting has cost
         # "breaks": models put single newlines where they mean one (poems, addresses,
         # step lists without blank lines); CommonMark would join those lines.
         self._md = MarkdownIt("commonmark", {"html": False, "breaks": True})
@@ -112,27 +117,70 @@ class MarkdownRenderer:
         code = token.content
         if code.endswith("\n"):
             code = code[:-1]
-        language = token.info.strip().split(maxsplit=1)[0] if token.info.strip() else ""
+        language = fence_language(token.info)
         index = env["code_index_start"] + len(env["code_blocks"])
         env["code_blocks"].append(code)
+        return self.code_block(self._highlight(code, language), language, index) + "\n"
+
+    def code_block(self, body: str, language: str, index: int, first: bool = True, last: bool = True) -> str:
+        """A code block around ``body`` (highlighted HTML): a header with the language and
+        a ``copy:<index>`` link, the code in a box. A block streamed in pieces is drawn as
+        its ``first`` piece (with the header), middle ones, and the ``last`` (closing the
+        box): stacked, they look as the whole block does, to the pixel."""
         s = self.style
-        body = self._highlight(code, language)
-        label = html.escape(language) if language else "code"
+        # HTML drops a newline just inside <pre> at either end: an empty first or last line
+        # (a piece may well begin or end with one) keeps its height with another.
+        if body.startswith("\n"):
+            body = "\n" + body
+        if body.endswith("\n"):
+            body += "\n"
+        border = f"1px solid {s.code_border}"
+        header = ""
+        if first:
+            label = html.escape(language) if language else "code"
+            header = (
+                f'<tr><td bgcolor="{s.code_header}" style="border: {border}; padding: 6px;">'
+                f'<table width="100%" cellspacing="0" cellpadding="0" border="0"><tr>'
+                f'<td><span style="color: {s.muted}; font-size: small;">{label}</span></td>'
+                f'<td align="right"><a href="{COPY_SCHEME}:{index}" style="color: {s.link}; '
+                f'text-decoration: none; font-size: small;">Copy</a></td></tr></table></td></tr>'
+            )
         # A one-column table is the only box with padding and a background that
-        # QTextDocument draws around a block; the header row carries the copy link.
-        return (
-            f'<table width="100%" cellspacing="0" cellpadding="6" border="1" '
-            f'style="border-collapse: collapse; border-color: {s.code_border}; border-style: solid; '
-            f'margin-top: 4px; margin-bottom: 10px;">'
-            f'<tr><td bgcolor="{s.code_header}" style="border-color: {s.code_border};">'
-            f'<table width="100%" cellspacing="0" cellpadding="0" border="0"><tr>'
-            f'<td><span style="color: {s.muted}; font-size: small;">{label}</span></td>'
-            f'<td align="right"><a href="{COPY_SCHEME}:{index}" style="color: {s.link}; '
-            f'text-decoration: none; font-size: small;">Copy</a></td></tr></table></td></tr>'
-            f'<tr><td bgcolor="{s.code_background}" style="border-color: {s.code_border};">'
-            f'<pre style="margin: 0; white-space: pre-wrap; font-family: {s.monospace_family}; '
-            f'color: {self._code_fg};">{body}</pre></td></tr></table>\n'
+        # QTextDocument draws around a block. Each cell draws its own borders (collapsed
+        # ones are shared half and half, so a piece's edge would be a pixel off), and the
+        # box is open where the next piece goes on.
+        sides = f"border-left: {border}; border-right: {border};"
+        if last:
+            sides += f" border-bottom: {border};"
+        padding = (
+            f"padding-left: 6px; padding-right: 6px; padding-top: {6 if first else 0}px; "
+            f"padding-bottom: {6 if last else 0}px;"
         )
+        return (
+            f'<table width="100%" cellspacing="0" cellpadding="0" border="0" '
+            f'style="margin-top: {4 if first else 0}px; margin-bottom: {10 if last else 0}px;">'
+            f'{header}<tr><td bgcolor="{s.code_background}" style="{sides} {padding}">'
+            f'<pre style="margin: 0; white-space: pre-wrap; font-family: {s.monospace_family}; '
+            f'color: {self._code_fg};">{body}</pre></td></tr></table>'
+        )
+
+    # -- highlighting ------------------------------------------------------------------
+
+    def lex(self, lines: str, language: str) -> list[LexedToken]:
+        """Pygments tokens of ``lines`` (whole lines, each ending in a newline), lexed from
+        the lexer's initial state. Unlike ``pygments.highlight`` nothing is stripped (blank
+        lines at either end), so any run of a block's lines lexes as it does in the block."""
+        self.lexed_chars += len(lines)
+        return list(self._lexer(language).get_tokens_unprocessed(lines))
+
+    def tokens_html(self, tokens: Iterable[LexedToken]) -> str:
+        """The HTML of lexed lines, for inside a code block's ``<pre>``. Pygments closes its
+        spans at each line's end, so lines highlighted apart read as highlighted together."""
+        out = io.StringIO()
+        self._formatter.format(((kind, value) for _pos, kind, value in tokens), out)
+        text = out.getvalue()
+        # Pygments ends with a newline that would add an empty line inside <pre>.
+        return text[:-1] if text.endswith("\n") else text
 
     def _highlight(self, code: str, language: str) -> str:
         if len(code) > MAX_HIGHLIGHT_CHARS:
@@ -144,21 +192,21 @@ class MarkdownRenderer:
         if cached is not None:
             self._highlighted.move_to_end(key)
             return cached
-        out = self._highlight_uncached(code, language)
+        out = self.tokens_html(self.lex(code_lines(code), language))
         self._highlighted[key] = out
         while len(self._highlighted) > HIGHLIGHT_CACHE_SIZE:
             self._highlighted.popitem(last=False)
         return out
 
-    def _highlight_uncached(self, code: str, language: str) -> str:
-        lexer: Lexer
-        try:
-            lexer = get_lexer_by_name(language) if language else TextLexer()
-        except ClassNotFound:
-            lexer = TextLexer()
-        out = highlight(code, lexer, self._formatter)
-        # Pygments ends with a newline that would add an empty line inside <pre>.
-        return out[:-1] if out.endswith("\n") else out
+    def _lexer(self, language: str) -> Lexer:
+        lexer = self._lexers.get(language)
+        if lexer is None:
+            try:
+                lexer = get_lexer_by_name(language) if language else TextLexer()
+            except ClassNotFound:
+                lexer = TextLexer()
+            self._lexers[language] = lexer
+        return lexer
 
     def _render_code_inline(self, tokens: Sequence[Token], idx: int, _options: Any, _env: Any) -> str:
         s = self.style
@@ -192,38 +240,91 @@ class MarkdownRenderer:
 
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_LIST_ITEM = re.compile(r"(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]|$)")
 
 
-def stable_prefix_end(text: str, start: int = 0) -> int:
+@dataclass(frozen=True)
+class OpenFence:
+    """A fenced code block that has begun and not ended, its opening line unindented."""
+
+    start: int  # where its opening line begins
+    code_start: int  # where its first line of code begins
+    marker: str  # the fence: ``` or ~~~ (or longer)
+    language: str
+
+
+def fence_language(info: str) -> str:
+    """The language a fence's info string names ("" for none)."""
+    words = info.split(maxsplit=1)
+    return words[0] if words else ""
+
+
+def code_lines(code: str) -> str:
+    """A code block's code as the whole lines a lexer takes, each ending in a newline
+    (a block's code ending in a newline ends with an empty line)."""
+    return code + "\n"
+
+
+def closes_fence(line: str, marker: str) -> bool:
+    """Whether ``line`` ends a code block opened with ``marker`` (CommonMark: the same
+    character, at least as many, indented at most three spaces, nothing after but spaces)."""
+    stripped = line.strip()
+    return (
+        len(line) - len(line.lstrip(" ")) <= 3
+        and stripped.startswith(marker)
+        and not stripped.strip(marker[0])
+    )
+
+
+def scan_blocks(text: str, start: int = 0) -> tuple[int, OpenFence | None]:
     """Where the finished top-level blocks of ``text`` end, scanning from ``start`` (which
     must itself be such a boundary): just after the last blank line that is outside a code
     fence and followed by an unindented line. Blocks before it no longer change as more
-    text streams in, so they can be rendered once. Returns ``start`` when there is none.
+    text streams in, so they can be rendered once; ``start`` when there is none. And the
+    code block still open at the end of ``text``, if its fence is unindented (it ends the
+    blocks before it, whatever they are) and its opening line is whole.
 
-    Unindented, because an indented line after a blank one may continue a list item.
+    Unindented, because an indented line after a blank one may continue a list item; and
+    not another item of a list, which would make the list above loose.
     """
     end = start
     fence = ""
+    opened: OpenFence | None = None
     blank = False
+    in_list = False  # the last unindented block was a list
     pos = start
     while pos < len(text):
         newline = text.find("\n", pos)
         line = text[pos:] if newline < 0 else text[pos:newline]
         if fence:
-            stripped = line.strip()
-            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+            if closes_fence(line, fence):
                 fence = ""
+                opened = None
         else:
-            if blank and line and not line[0].isspace():
+            marker = _LIST_ITEM.match(line) is not None
+            # After a blank line, an item of the list above goes on with it (which becomes a
+            # loose list): not a boundary.
+            if blank and line and not line[0].isspace() and not (in_list and marker):
                 end = pos
+            if line and not line[0].isspace() and (marker or blank):
+                in_list = marker
             match = _FENCE.match(line)
-            if match:
+            info = line[match.end() :] if match else ""
+            # A backtick fence's info string has no backtick: "```x```" is inline code.
+            if match and not (match.group(1)[0] == "`" and "`" in info):
                 fence = match.group(1)
+                if match.start(1) == 0 and newline >= 0:
+                    opened = OpenFence(pos, newline + 1, fence, fence_language(info))
         blank = not line.strip() and not fence
         if newline < 0:
             break
         pos = newline + 1
-    return end
+    return end, opened
+
+
+def stable_prefix_end(text: str, start: int = 0) -> int:
+    """The end of the finished top-level blocks of ``text`` (see ``scan_blocks``)."""
+    return scan_blocks(text, start)[0]
 
 
 def _unbound(method: Any) -> Any:

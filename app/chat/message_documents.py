@@ -59,6 +59,11 @@ class MessageDocuments:
             self._streams[message_id] = StreamingRender()
         self._configure(self._scratch)
 
+    @property
+    def renderer(self) -> MarkdownRenderer:
+        """The renderer of the current style (its ``lexed_chars`` say what highlighting cost)."""
+        return self._renderer
+
     def new_document(self) -> QTextDocument:
         doc = QTextDocument(self._owner)
         self._configure(doc)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRect, Qt
-from PySide6.QtGui import QFont, QFontMetrics, QTextDocument
+from PySide6.QtGui import QFont, QFontMetrics, QTextCursor, QTextDocument
 
 from app.chat.data import MessageAction, MessageData, MessageState
 from engine import Role
@@ -61,6 +61,17 @@ class FooterItem:
     rect: QRect
     action: MessageAction | None = None
     dim: bool = False
+
+
+def piece_gap(above: QTextDocument, below: QTextDocument) -> int:
+    """The space between two pieces of one body (a reply streamed in pieces) that one
+    document holding both would leave: a document counts neither its first block's top
+    margin nor its last block's bottom one, and between two blocks it keeps the larger;
+    above a table only the table's own margin counts (and that is in ``below``)."""
+    first = below.firstBlock()
+    if first.length() == 1 and QTextCursor(first.next()).currentTable() is not None:
+        return 0
+    return math.ceil(max(above.lastBlock().blockFormat().bottomMargin(), first.blockFormat().topMargin()))
 
 
 def column_width(viewport_width: int) -> int:
@@ -134,10 +145,12 @@ class MessageLayout:
         else:
             stacked = []
             body_height = 0
-            for doc in documents:
+            for k, doc in enumerate(documents):
                 # setTextWidth lays the whole document out again even when unchanged.
                 if doc.textWidth() != width:
                     doc.setTextWidth(width)
+                if k:
+                    body_height += piece_gap(documents[k - 1], doc)
                 height = math.ceil(doc.size().height())
                 stacked.append((body_height, height))
                 body_height += height

@@ -45,6 +45,7 @@ class Row:
     # geometry and documents it was laid out with, so a paint in between neither draws
     # text where it was not measured nor lays it out ahead of time.
     pending: list[str] = field(default_factory=list)
+    previous: Geometry | None = None  # what geom was before the last change: what is on screen
 
     @property
     def message(self) -> MessageData:
@@ -162,6 +163,8 @@ class MessageRows:
 
     def invalidate(self, row: Row) -> None:
         """The row's content changed: it is measured again before it is painted."""
+        if row.geom is not None:
+            row.previous = row.geom
         row.geom = None
         self._tops_dirty = True
 

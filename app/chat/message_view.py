@@ -8,7 +8,8 @@ conversations stay smooth. The widget holds the events and the glue; the parts a
 - ``message_layout``: a row's height estimate and exact geometry;
 - ``viewport_layout``: which rows are laid out when, and where the scrollbar stays;
 - ``message_documents``: Markdown rendered once per text, documents for recent rows;
-- ``streaming_render``: a streaming reply in pieces, only its growing tail re-rendered;
+- ``streaming_render``: a streaming reply in pieces (an open code block too), only its
+  growing tail re-rendered;
 - ``message_painter`` and ``message_hits``: drawing a row, and what is under the mouse.
 
 Every message shows its actions (Copy, Edit or Regenerate, Delete) and, when it has
@@ -45,7 +46,7 @@ from app.chat.data import MessageAction, MessageData, MessageId, MessageState, R
 from app.chat.markdown import MarkdownStyle, code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
-from app.chat.message_layout import FooterItem, MessageLayout, column_x
+from app.chat.message_layout import FooterItem, Geometry, MessageLayout, column_x
 from app.chat.message_painter import MessagePainter, RowPaint, square_thumbnail
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
 from app.chat.theme import ChatColors, markdown_style
@@ -400,7 +401,32 @@ class MessageView(QAbstractScrollArea):
         geom = self._layout.measure(
             data, documents, self._column_width(), status, data.id in self._rows.progress
         )
+        self._repaint_changed(row, geom)
         self._rows.set_geometry(row, geom)
+
+    def _repaint_changed(self, row: Row, geom: Geometry) -> None:
+        """Ask to paint what a new layout of the row changes on screen. Most streamed
+        updates only lengthen the last line of a reply: then only its last piece (and what
+        is under it) is painted again, not the viewport. A row whose height changes moves
+        what is below it: the viewport is painted whole (``ViewportLayout``) anyway."""
+        old = row.previous
+        i = self._rows.find(row.data.id)
+        if i is None:
+            return
+        top = self._rows.top(i) - self.verticalScrollBar().value()
+        x0 = self._column_x()
+        if old is None or old.width != geom.width or old.height != geom.height or not geom.pieces:
+            self.viewport().update(QRect(0, top, self.viewport().width(), geom.height))
+            return
+        # Frozen pieces never change: from the first piece that moved, or the last (the
+        # tail being rendered again), down.
+        first = len(geom.pieces) - 1
+        for k, (new, before) in enumerate(zip(geom.pieces, old.pieces, strict=False)):
+            if new != before:
+                first = min(first, k)
+                break
+        y = geom.body.y() + geom.pieces[first][0]
+        self.viewport().update(QRect(x0 - 1, top + y, geom.width + 2, geom.height - y))
 
     # -- status and animation -------------------------------------------------------
 
@@ -430,10 +456,14 @@ class MessageView(QAbstractScrollArea):
             self._indicator_timer.stop()
 
     def _animate_indicator(self) -> None:
+        """Step the writing dots: only their line is painted again, not the reply's row
+        (which may fill the viewport, several times a second)."""
         self._tick += 1
+        value = self.verticalScrollBar().value()
         for i, row in enumerate(self._rows):
-            if row.data.state.active:
-                self._update_row(i)
+            geom = row.geom
+            if row.data.state is MessageState.STREAMING and geom is not None and geom.stats is not None:
+                self.viewport().update(geom.stats.translated(self._column_x(), self._rows.top(i) - value))
 
     def _update_row(self, i: int) -> None:
         top = self._rows.top(i) - self.verticalScrollBar().value()

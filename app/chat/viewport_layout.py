@@ -64,12 +64,14 @@ class ViewportLayout(QObject):
         width = self.width()
         return sum(1 for r in self._rows if r.is_exact(width))
 
-    def settle(self) -> None:
+    def settle(self, repaint: bool = True) -> None:
         """After any change: exact heights on screen, scrollbar, repaint, and background
-        measuring of the rest."""
+        measuring of the rest. ``repaint=False`` (streamed text): the viewport is painted
+        again whole only if a height or the scroll position changed; else ``measure`` asked
+        for what changed."""
         self.set_scroll(self._rows.total_height() if self.follow else self._bar.value())
         self.measure_visible()
-        self._commit_heights(self._anchor())
+        self._commit_heights(self._anchor(), repaint)
         if not self._timer.isActive() and self.measured() < len(self._rows):
             self._timer.start()
 
@@ -78,8 +80,8 @@ class ViewportLayout(QObject):
         then (as update() does for painting).
 
         Not a second throttle on streamed text (the engine's ~30 Hz is the one): a settle
-        costing a few ms is never put off. One that cost more (a long code block still
-        open is rendered whole each time) puts the next off until the event loop has had
+        costing a few ms is never put off. One that cost more (a slow machine, a tail
+        that is one long paragraph or table) puts the next off until the event loop has had
         ``SLOW_SETTLE_REST`` times its cost, so input and painting keep up."""
         if self._settle_posted:
             return
@@ -105,7 +107,7 @@ class ViewportLayout(QObject):
         self._settle_posted = False
         started = time.perf_counter()
         self._apply_pending()
-        self.settle()
+        self.settle(repaint=False)
         ended = time.perf_counter()
         self._next_settle = ended + min(SLOW_SETTLE_MAX_REST_S, SLOW_SETTLE_REST * (ended - started))
 
@@ -172,16 +174,18 @@ class ViewportLayout(QObject):
             changed = changed or row.height != old
         return changed
 
-    def _commit_heights(self, anchor: tuple[int, int] | None) -> None:
+    def _commit_heights(self, anchor: tuple[int, int] | None, repaint: bool = True) -> None:
         """Heights changed: update the scrollbar, keeping the bottom in view when following,
-        else the row at the top of the viewport where it was on screen."""
+        else the row at the top of the viewport where it was on screen (which, if it moves,
+        repaints the viewport whatever ``repaint`` says)."""
         self._rows.heights_changed()
         if self.follow or anchor is None:
             self.set_scroll(self._rows.total_height())  # clamped to the maximum
         else:
             index, offset = anchor
             self.set_scroll(self._rows.top(min(index, len(self._rows))) + offset)
-        self._viewport.update()
+        if repaint:
+            self._viewport.update()
 
     def _anchor(self) -> tuple[int, int] | None:
         """(row at the top of the viewport, how far into it the viewport starts)."""

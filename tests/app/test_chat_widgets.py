@@ -4,14 +4,17 @@ and the sampling panel."""
 
 from __future__ import annotations
 
+import math
+import random
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, QUrl
-from PySide6.QtGui import QColor, QGuiApplication, QHelpEvent, QImage, QTextDocument
-from PySide6.QtWidgets import QApplication, QLineEdit, QToolTip
+from PySide6.QtCore import QEvent, QMimeData, QObject, QPoint, QRect, Qt, QUrl
+from PySide6.QtGui import QColor, QGuiApplication, QHelpEvent, QImage, QPainter, QTextDocument
+from PySide6.QtWidgets import QApplication, QLineEdit, QToolTip, QWidget
 
 from app.chat import (
     Composer,
@@ -31,7 +34,8 @@ from app.chat import (
     relative_time,
 )
 from app.chat.demo import build_demo, dark_palette, sample_image, sample_messages
-from app.chat.markdown import stable_prefix_end
+from app.chat.markdown import OpenFence, scan_blocks, stable_prefix_end
+from app.chat.streaming_render import CODE_PIECE_LINES
 from engine.chat import Role
 from engine.requests import Completion, StopReason, Timings, Usage
 from tests.helpers import footer_point, show_widget
@@ -210,6 +214,220 @@ def test_stable_prefix_end() -> None:
     open_fence = "a\n\n```\ncode\n\nmore"
     assert open_fence[stable_prefix_end(open_fence) :] == "```\ncode\n\nmore"
     assert stable_prefix_end("no blank line yet") == 0
+
+
+class PaintedRects(QObject):
+    """The rects of the paint events a widget receives."""
+
+    def __init__(self, widget: QWidget) -> None:
+        super().__init__(widget)
+        self.rects: list[QRect] = []
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            self.rects.append(event.rect())  # type: ignore[attr-defined]
+        return False
+
+
+def test_writing_dots_repaint_only_their_line(qtbot, view: MessageView) -> None:
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    view.append_delta("r", "A reply that fills the view. " * 300)
+    qtbot.wait(50)
+    painted = PaintedRects(view.viewport())
+    view._animate_indicator()
+    qtbot.waitUntil(lambda: bool(painted.rects))
+    stats = view._rows[0].geom.stats
+    assert painted.rects and all(r.height() <= stats.height() for r in painted.rects)
+
+
+def test_a_streamed_update_repaints_only_what_it_changes(qtbot, view: MessageView) -> None:
+    """Most updates lengthen the last line of a reply: only the reply's last piece and what
+    is under it are painted again (every pixel that changed among them); one that adds a
+    line moves the view and paints it whole."""
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    for _text in stream_in_chunks(view, "r", LONG_REPLY[: LONG_REPLY.index("def total_3")] + "    value"):
+        pass
+    qtbot.wait(20)
+    viewport = view.viewport()
+    painted = PaintedRects(viewport)
+    for chunk in (" = comp", "ute(x", ", y)"):
+        before = viewport.grab().toImage()
+        painted.rects.clear()
+        view.append_delta("r", chunk)
+        view._scroll.settle_now()
+        qtbot.wait(20)
+        rects = list(painted.rects)
+        after = viewport.grab().toImage()
+        row = view._rows[0]
+        tail_top = view.message_rect("r").top() + row.geom.body.y() + row.geom.pieces[-1][0]
+        assert rects and all(r.top() >= tail_top for r in rects)  # not the pieces above
+        for y in range(after.height()):
+            for x in range(0, after.width(), 3):
+                if before.pixel(x, y) != after.pixel(x, y):
+                    assert any(r.contains(x, y) for r in rects), f"({x}, {y}) changed, not painted"
+    painted.rects.clear()
+    view.append_delta("r", "\n    return value\n")
+    view._scroll.settle_now()
+    qtbot.wait(20)
+    assert any(r.height() >= viewport.height() for r in painted.rects)
+
+
+def test_scan_blocks_finds_the_open_code_block() -> None:
+    text = "Intro\n```python\nx = 1\ny"
+    end, fence = scan_blocks(text)
+    assert end == 0 and fence == OpenFence(6, 16, "```", "python")
+    assert scan_blocks(text + "\n```\n")[1] is None  # closed
+    assert scan_blocks("- item\n\n  ```\n  code\n")[1] is None  # indented: in the list item
+    assert scan_blocks("```py")[1] is None  # its info string may still grow
+    assert scan_blocks("```x``` is inline\n\nNext")[0] == 19  # not a fence
+    loose = "- a\n- b\n\n- c\n\nAfter"
+    assert scan_blocks(loose)[0] == loose.index("After")  # not between the items
+
+
+def module_code(functions: int) -> str:
+    """Python whose docstrings span lines (the lexer is in a string across them), one of
+    them longer than a frozen piece of code, with blank lines between functions."""
+    parts = ['"""Stock of a small shop.\n\n' + "".join(f"Line {k} of a long docstring.\n" for k in range(40))]
+    parts.append('"""\n\nimport json\n')
+    for k in range(functions):
+        parts.append(
+            f"\n\ndef total_{k}(items: list[int], limit: int = {k}) -> int:\n"
+            f'    """Sum the items above ``limit``.\n\n    Long enough to span lines.\n    """\n'
+            "    total = 0  # running sum\n    for item in items:\n        if item > limit:\n"
+            "            total += item\n    return total\n"
+        )
+    return "".join(parts)
+
+
+LONG_REPLY = (
+    "Here is the module:\n```python\n"
+    + module_code(6)
+    + "```\n\n### How it works\n\n"
+    + "".join(
+        f"{k}. **`total_{k}`** sums the items above {k}. " + "It reads each once. " * 6 + "\n"
+        for k in range(6)
+    )
+    + "\n- a list\n- of points\n\n- loose now\n\n> A quote.\n\n"
+    + "Usage:\n\n~~~py\nprint(total_0([1, 2]))\n~~~\n\n"
+    + "A closing paragraph. " * 80
+    + "\n\n```bash\n"
+    + "".join(f"echo {k}\n" for k in range(24))
+    + "```\nDone."
+)
+
+
+def stream_in_chunks(
+    view: MessageView, message_id: str, text: str, longest: int = 48, seed: int = 7
+) -> Iterator[str]:
+    """Stream ``text`` into the reply in chunks of random size, laying it out after each;
+    yields the text so far."""
+    rng = random.Random(seed)
+    pos = 0
+    while pos < len(text):
+        end = min(len(text), pos + rng.randint(1, longest))
+        view.append_delta(message_id, text[pos:end])
+        view._scroll.settle_now()
+        pos = end
+        yield text[:pos]
+
+
+def body_image(view: MessageView, message_id: str) -> QImage:
+    """The reply's body as the view paints it: its documents where its geometry puts them."""
+    row = view._rows[view._rows.find(message_id)]
+    assert row.geom is not None
+    image = QImage(row.geom.body.width(), max(1, row.geom.body.height()), QImage.Format.Format_RGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    for doc, top, _height in view._body_documents(row):
+        painter.save()
+        painter.translate(0, top)
+        doc.drawContents(painter)
+        painter.restore()
+    painter.end()
+    return image
+
+
+def whole_image(view: MessageView, text: str, width: int) -> tuple[QImage, tuple[str, ...]]:
+    """``text`` rendered whole, as the finished reply is: its image and its code blocks."""
+    rendered = MarkdownRenderer(view._documents.renderer.style).render(text)
+    doc = view._documents.new_document()
+    doc.setHtml(rendered.html)
+    doc.setTextWidth(width)
+    image = QImage(width, max(1, math.ceil(doc.size().height())), QImage.Format.Format_RGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    doc.drawContents(painter)
+    painter.end()
+    return image, rendered.code_blocks
+
+
+def test_streamed_pieces_paint_as_the_finished_reply(qtbot, view: MessageView) -> None:
+    """At every update, the pieces of a streaming reply (frozen blocks, frozen lines of an
+    open code block, the tail) paint exactly what the whole text rendered at once does,
+    highlighting of docstrings that span pieces included, with the same code blocks."""
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    most = 0
+    for text in stream_in_chunks(view, "r", LONG_REPLY, longest=120):
+        width = view._rows[0].geom.body.width()
+        expected, code = whole_image(view, text, width)
+        assert body_image(view, "r") == expected, f"differs after {len(text)} characters"
+        assert view.code_blocks("r") == code
+        most = max(most, len(view._documents.streaming("r").segments))
+    assert most > 8  # the long code block went into pieces
+    view.set_state("r", MessageState.DONE)
+    assert view._documents.streaming("r") is None
+    assert body_image(view, "r") == whole_image(view, LONG_REPLY, view._rows[0].geom.body.width())[0]
+
+
+def test_copy_links_copy_their_block_while_it_streams(qtbot, view: MessageView) -> None:
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    module = module_code(6)
+    cut = LONG_REPLY.index("def total_4")
+    chunks = stream_in_chunks(view, "r", LONG_REPLY)
+    text = next(t for t in chunks if len(t) >= cut)
+    assert len(view._documents.streaming("r").frozen) >= 3  # the header's piece is frozen
+    view.scroll_to_message("r")
+    with qtbot.waitSignal(view.copied) as copied:
+        qtbot.mouseClick(
+            view.viewport(), Qt.MouseButton.LeftButton, pos=click_point_of_anchor(view, "r", "copy:0")
+        )
+    assert copied.args == [text[text.index("```python\n") + 10 :].removesuffix("\n")]  # the code so far
+    text = next(t for t in chunks if "echo 20" in t)
+    for index, code in ((0, module.removesuffix("\n")), (1, "print(total_0([1, 2]))")):
+        assert view.code_blocks("r")[index] == code
+    view.scroll_to_bottom()
+    with qtbot.waitSignal(view.copied) as copied:
+        qtbot.mouseClick(
+            view.viewport(), Qt.MouseButton.LeftButton, pos=click_point_of_anchor(view, "r", "copy:2")
+        )
+    assert copied.args == [text[text.index("```bash\n") + 8 :].removesuffix("\n")]
+
+
+def test_an_update_costs_the_same_at_any_length_of_an_open_code_block(view: MessageView) -> None:
+    """Streaming a long code block line by line: what each update lexes and renders stays
+    within a few pieces' worth of lines, and frozen pieces are never set again."""
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    view.append_delta("r", "Here:\n\n```python\n")
+    view._scroll.settle_now()
+    renderer = view._documents.renderer
+    lexed, rendered, frozen = [], [], {}
+    line = "    value = compute(value, step)  # one step\n"
+    for _ in range(400):
+        before = (renderer.lexed_chars, view._documents.streaming("r").rendered_chars)
+        view.append_delta("r", line)
+        view._scroll.settle_now()
+        stream = view._documents.streaming("r")
+        lexed.append(renderer.lexed_chars - before[0])
+        rendered.append(stream.rendered_chars - before[1])
+        for piece in stream.frozen:
+            assert frozen.setdefault(id(piece), piece.rendered) is piece.rendered
+    assert len(stream.frozen) > 20
+    bound = 3 * (CODE_PIECE_LINES + 2) * len(line)
+    assert max(lexed) <= bound and max(rendered) <= bound
+    # The last updates cost no more than the early ones (the block is 10x longer by then).
+    assert max(lexed[-40:]) <= max(lexed[20:60]) and max(rendered[-40:]) <= max(rendered[20:60])
+    assert view.code_blocks("r") == ((line * 400).removesuffix("\n"),)
 
 
 def test_prefill_progress_text(view: MessageView) -> None:
