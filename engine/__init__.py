@@ -26,6 +26,7 @@ _EXPORTS = {
     "Engine": "engine.loaded_model",
     "LoadedModel": "engine.loaded_model",
     "ChatRequest": "engine.requests",
+    "check_tools": "engine.requests",
     "SamplingParams": "engine.sampling",
     "GREEDY": "engine.sampling",
     "Grammar": "engine.sampling",

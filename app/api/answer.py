@@ -59,7 +59,8 @@ async def stream_answer(
     """Headers now (the engine has admitted the request), then a chunk per piece of text."""
     sse = EventStream(request)
     await sse.open()
-    writer = _ChatWriter(spec, ids, sse.send) if spec.endpoint is Endpoint.CHAT else _TextWriter(spec, ids, sse.send)
+    chat = spec.endpoint is Endpoint.CHAT
+    writer = _ChatWriter(spec, ids, sse.send) if chat else _TextWriter(spec, ids, sse.send)
     await writer.start()
     event = first
     while True:

@@ -28,6 +28,7 @@ from engine import (
     EngineError,
     Grammar,
     SamplingParams,
+    check_tools,
     grammar_from_json_schema,
     tool_choice_grammar,
 )
@@ -299,6 +300,10 @@ def _tools(
             raise bad_request(
                 f'\'tools[{i}]\' must be {{"type": "function", "function": {{...}}}}.', f"tools[{i}]"
             )
+    try:
+        check_tools(tuple(tools))
+    except EngineError as exc:
+        raise bad_request(exc.message, "tools") from None
     choice = body.get("tool_choice", "auto" if tools else "none")
     named = isinstance(choice, dict)
     if not named and choice not in ("none", "auto", "required"):

@@ -113,7 +113,8 @@ class ResponseIds:
     def text_completion(self, completion: Completion, logprobs: dict[str, Any] | None) -> dict[str, Any]:
         body = self._head("text_completion")
         reason = finish_reason(completion.stop_reason)
-        body["choices"] = [{"index": 0, "text": completion.text, "logprobs": logprobs, "finish_reason": reason}]
+        choice = {"index": 0, "text": completion.text, "logprobs": logprobs, "finish_reason": reason}
+        body["choices"] = [choice]
         body["usage"] = usage(completion)
         body["timings"] = timings(completion)
         return body

@@ -22,16 +22,17 @@ from typing import Any
 from aiohttp import web
 
 from app.api import metrics
+from app.api.answer import stream_answer, whole_answer
 from app.api.body import LARGE_BODY, read_json
 from app.api.bridge import EngineStream
 from app.api.errors import ApiError, ErrorType, from_engine_error, no_model
 from app.api.mapping import Endpoint, GenerationSpec, ModelFacts, map_request
 from app.api.metrics import ServerCounters
+from app.api.output import OutputShaper
 from app.api.reply_cache import ReplyCache
 from app.api.request_log import CLIENT_CLOSED, RequestLog, RequestRecord, printable
-from app.api.responses import ResponseIds, finish_reason
-from app.api.sse import EventStream
-from engine import Completed, Completion, EngineError, Failed, LoadedModel, Prefill, TextDelta
+from app.api.responses import ResponseIds
+from engine import ChatTraits, Completed, Completion, EngineError, Failed, LoadedModel, Prefill, TextDelta
 
 log = logging.getLogger("hearth.api")
 
@@ -49,6 +50,7 @@ def model_facts(model: LoadedModel) -> ModelFacts:
         display_name=info.display_name,
         context_per_conversation=model.context_per_conversation,
         has_vision=model.has_vision,
+        traits=model.chat_traits or ChatTraits(),
     )
 
 
@@ -198,52 +200,27 @@ class Routes:
         try:
             first = await _admitted(stream)
             ids = ResponseIds(endpoint, facts.name)
+            def finished(completion: Completion, shaper: OutputShaper | None) -> None:
+                self._finished(spec, completion, shaper, outcome)
+
             if spec.stream:
-                return await self._stream(request, spec, ids, stream, first, outcome)
+                response, end = await stream_answer(request, spec, ids, stream, first, finished)
+                if end.error is not None:
+                    outcome.status, outcome.error = end.error.status, end.error.message
+                return response
             completion = first.completion if isinstance(first, Completed) else await _completion(stream)
-            self._finished(spec, completion, outcome)
-            return web.json_response(ids.completion(completion), dumps=_dumps)
+            return web.json_response(whole_answer(spec, ids, completion, finished), dumps=_dumps)
         finally:
             stream.cancel()
             state.streams.discard(stream)
 
-    async def _stream(
-        self,
-        request: web.Request,
-        spec: GenerationSpec,
-        ids: ResponseIds,
-        stream: EngineStream,
-        first: object,
-        outcome: Outcome,
-    ) -> web.StreamResponse:
-        sse = EventStream(request)
-        await sse.open()
-        usage = spec.include_usage
-        if spec.endpoint is Endpoint.CHAT:
-            await sse.send(ids.chunk(None, first=True, with_usage=usage))
-        event = first
-        while True:
-            if isinstance(event, TextDelta) and event.text:
-                await sse.send(ids.chunk(event.text, with_usage=usage))
-            elif isinstance(event, Completed):
-                completion = event.completion
-                self._finished(spec, completion, outcome)
-                await sse.send(ids.chunk(None, finish_reason(completion.stop_reason), with_usage=usage))
-                if usage:
-                    await sse.send(ids.usage_chunk(completion))
-                await sse.close()
-                return sse.response
-            elif isinstance(event, Failed):
-                error = from_engine_error(event.error)
-                outcome.status, outcome.error = error.status, error.message
-                await sse.send(error.body())
-                await sse.response.write_eof()
-                return sse.response
-            event = await stream.next_event()
-
-    def _finished(self, spec: GenerationSpec, completion: Completion, outcome: Outcome) -> None:
+    def _finished(
+        self, spec: GenerationSpec, completion: Completion, shaper: OutputShaper | None, outcome: Outcome
+    ) -> None:
         outcome.completion = completion
-        if spec.endpoint is Endpoint.CHAT and not spec.request.assistant_prefix:
+        # Only a reply sent back as the model wrote it can be matched by its text next turn.
+        plain = shaper is None or shaper.plain
+        if spec.endpoint is Endpoint.CHAT and not spec.request.assistant_prefix and plain:
             self.state.replies.remember(completion)
 
     def _record(self, request: web.Request, arrived: float, seconds: float, outcome: Outcome) -> None:
