@@ -100,7 +100,7 @@ def test_the_switch_serves_the_loaded_model_and_lists_requests(qtbot, served, sc
 
 def test_api_requests_and_chats_share_the_engine(qtbot, served, looping_model: Path) -> None:
     window, run = served
-    load(qtbot, window, looping_model)
+    load(qtbot, window, looping_model, ctx=4096)  # room for the chat to outlast the editor's stream
     model = window.session.ready_model
     window.set_serving(True)
     set_max_tokens(window, 100_000)  # the window's chat runs until stopped
