@@ -57,6 +57,7 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
         closed = asyncio.Event()
         app.aboutToQuit.connect(closed.set)
         loop.run_until_complete(closed.wait())
+        loop.run_until_complete(window.local_server.stopped())  # its socket, closed on this loop
     lock.unlock()
     # Delete the application while Python is alive: Qt's exit handlers would otherwise
     # destroy objects whose Python wrappers are already gone (a crash on quit).

@@ -118,6 +118,39 @@ def build_parser() -> argparse.ArgumentParser:
     _add_speculation_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+    p = sub.add_parser(
+        "serve",
+        help="serve a model over an OpenAI-compatible HTTP API (no window)",
+        description="Load MODEL and serve it at http://HOST:PORT/v1 (chat completions, completions, "
+        "models, health, metrics) until Ctrl+C or SIGTERM.",
+    )
+    p.add_argument("model", type=Path)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
+    p.add_argument("--parallel", type=int, default=4, help="requests decoded at once")
+    p.add_argument(
+        "--ctx",
+        type=int,
+        default=DEFAULT_CONTEXT_PER_CONVERSATION,
+        help="context per request (tokens)",
+    )
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("HEARTH_API_KEY"),
+        help="require 'Authorization: Bearer KEY' (default: $HEARTH_API_KEY; none: no key)",
+    )
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web page origin allowed to call the API, e.g. http://localhost:3000 (repeatable)",
+    )
+    p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers")
+    p.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
+    p.add_argument("--mmproj", type=Path, default=None, help="vision projector (for image_url parts)")
+    _add_speculation_options(p)
+
     p = sub.add_parser("hardware", help="what this machine has")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -139,6 +172,7 @@ def run_cli(argv: list[str]) -> int:
         "hardware": cmd_hardware,
         "chat": cmd_chat,
         "bench": cmd_bench,
+        "serve": cmd_serve,
         "setup-default-model": cmd_setup_default_model,
     }
     try:
@@ -348,6 +382,36 @@ def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:
     )
     print(f"  scheduler: {results['scheduler_tick_us']:.1f} µs per batch")
     return 0
+
+
+def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
+    from app.api import ServerConfig
+    from app.api.headless import ServeOptions, run_serve
+    from engine import KvCacheType, LoadRequest, inspect_model, inspect_projector, plan_load, take_snapshot
+
+    if not 0 <= args.port <= 65535:
+        raise EngineError(f"--port must be between 0 and 65535, not {args.port}.")
+    if args.parallel < 1:
+        raise EngineError(f"--parallel must be at least 1, not {args.parallel}.")
+    speculation = _speculation(args)
+    draft = inspect_model(speculation.draft_path) if speculation and speculation.draft_path else None
+    gpu_layers = (
+        None if str(args.gpu_layers).lower() == "auto" else _parse_int(args.gpu_layers, "--gpu-layers")
+    )
+    request = LoadRequest(
+        context_per_conversation=args.ctx,
+        parallel=args.parallel,
+        gpu_layers=gpu_layers,
+        kv_type=KvCacheType(args.kv),
+        projector=inspect_projector(args.mmproj) if args.mmproj else None,
+        draft=draft,
+        max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
+    )
+    plan = plan_load(inspect_model(args.model), take_snapshot(), request)
+    config = ServerConfig(
+        host=args.host, port=args.port, api_key=args.api_key or None, cors_origins=tuple(args.cors_origin)
+    )
+    return run_serve(ServeOptions(plan, config, speculation))
 
 
 def cmd_hardware(args: argparse.Namespace, paths: AppPaths) -> int:

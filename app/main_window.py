@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QStackedWidget,
     QToolBar,
+    QToolButton,
     QWidget,
 )
 
@@ -31,6 +32,7 @@ from app.context_fix import context_fix
 from app.dashboard import DashboardView
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
+from app.local_server import LocalServer, ServerStatus
 from app.model_session import ModelSession, SessionState
 from app.models_page import ModelsPage
 from app.paths import AppPaths
@@ -43,6 +45,7 @@ from app.widgets.load_progress import PHASE_LABELS
 from app.widgets.model_badge import ModelBadge
 from app.widgets.model_panel import ModelPanel
 from app.widgets.nav_rail import NavRail, Page
+from app.widgets.server_panel import ServerPanel
 from engine import (
     EngineError,
     HardwareSnapshot,
@@ -126,6 +129,15 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dashboard_dock)
         self.dashboard: DashboardView | None = None  # created on first show: it samples while visible
 
+        # The Local server: the OpenAI-compatible API serving whatever model is loaded.
+        self.local_server = LocalServer(self.store, lambda: self.session.model, self)
+        self.server_panel = ServerPanel()
+        self.server_dock = QDockWidget("Local server", self)
+        self.server_dock.setObjectName("serverDock")
+        self.server_dock.setWidget(self.server_panel)
+        self.server_dock.setVisible(False)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.server_dock)
+
         self.chat = ChatController(
             self.store,
             self.session,
@@ -146,6 +158,17 @@ class MainWindow(QMainWindow):
         self.native_label.setWordWrap(True)
         self.native_label.setVisible(False)
         self.statusBar().addPermanentWidget(self.native_label, 2)
+        # While the server is on: its port, one click from its panel.
+        self.server_button = QToolButton()
+        self.server_button.setAutoRaise(True)
+        self.server_button.setToolTip("The local API server: show its panel")
+        self.server_button.clicked.connect(self.show_server_panel)
+        self.server_button.setVisible(False)
+        self.statusBar().addPermanentWidget(self.server_button)
+        self.local_server.status_changed.connect(self._on_server_status)
+        self.local_server.request_logged.connect(self.server_panel.add_record)
+        self.server_panel.enabled_toggled.connect(self.set_serving)
+        self.server_panel.port_changed.connect(self.local_server.set_port)
 
         self.library_panel.selection_changed.connect(self._on_library_selection)
         self.library.scan_finished.connect(self._on_scan_finished)
@@ -216,6 +239,13 @@ class MainWindow(QMainWindow):
         toolbar.addSeparator()
         toolbar.addWidget(self.badge)
         toolbar.addAction(self.dashboard_action)
+        self.server_action = QAction("Local server", self)
+        self.server_action.setCheckable(True)
+        self.server_action.setToolTip(
+            "Serve the loaded model to other programs over an OpenAI-compatible API (this machine only)"
+        )
+        self.server_action.toggled.connect(self.set_serving)
+        toolbar.addAction(self.server_action)
         self.addToolBar(toolbar)
 
     # -- lifecycle ----------------------------------------------------------------
@@ -237,6 +267,8 @@ class MainWindow(QMainWindow):
         self.chats_page.set_settings_wanted(bool(self.store.get_setting(SETTINGS_COLUMN_KEY, True)))
         page = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat).value("page")
         self.show_page(Page(page) if page in {p.value for p in Page} else Page.CHATS)
+        self.server_panel.set_port(self.local_server.port)
+        self.local_server.restore()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
@@ -246,6 +278,7 @@ class MainWindow(QMainWindow):
         settings.setValue("models_page", self.models_page.saveState())
         settings.setValue("page", self.current_page().value)
         self.chat.shutdown()
+        self.local_server.shutdown()  # API requests end before their model goes
         self.session.unload()
         if self.dashboard is not None:
             self.dashboard.shutdown()
@@ -420,6 +453,7 @@ class MainWindow(QMainWindow):
         self.badge.show_state(state, plan, self.session.speculation)
         self.model_panel.set_session(plan, state)
         self._show_answering_model()
+        self._show_server()
 
     def _show_answering_model(self) -> None:
         """The chat header names the model that will answer."""
@@ -494,6 +528,36 @@ class MainWindow(QMainWindow):
             self.dashboard.set_load_report(model.plan, model.reported_memory)
         self.show_page(Page.CHATS)
         self.composer.focus_input()
+
+    # -- local server ------------------------------------------------------------------
+
+    def set_serving(self, on: bool) -> None:
+        """The switch (toolbar or panel): serve the loaded model over the API, or stop."""
+        self.local_server.set_enabled(on)
+        if on:
+            self.show_server_panel()
+        self._show_server()
+
+    def show_server_panel(self) -> None:
+        self.server_dock.setVisible(True)
+        self.server_dock.raise_()
+
+    def _on_server_status(self, status: ServerStatus) -> None:
+        self._show_server()
+        if status is ServerStatus.FAILED:
+            self.status_label.setText(self.local_server.error)
+
+    def _show_server(self) -> None:
+        server = self.local_server
+        on = server.status in (ServerStatus.ON, ServerStatus.STARTING)
+        self.server_action.blockSignals(True)
+        self.server_action.setChecked(on)
+        self.server_action.blockSignals(False)
+        model = self.session.ready_model
+        name = model.plan.model.display_name if model is not None else None
+        self.server_panel.show_status(server.status, server.address, server.error, name)
+        self.server_button.setVisible(server.status is ServerStatus.ON)
+        self.server_button.setText(f"API on port {server.bound_port}" if server.bound_port else "")
 
     # -- dashboard ---------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from engine import ModelInfo, format_bytes, format_count
+from engine import LoadPhase, ModelInfo, format_bytes, format_count
 
 BASE_MODEL_BADGE = "Base model: continues text, does not chat"
 BASE_MODEL_TIP = (
@@ -18,6 +18,17 @@ PARAMETERS_TIP = (
 )
 FACT_TIPS = {"Parameters": PARAMETERS_TIP, "Chat template": BASE_MODEL_TIP}
 """Tooltips for the facts that need one, by row label (shown only where the row says so)."""
+
+# What each load phase is called in the load panel and in `hearth serve`'s output.
+PHASE_LABELS = {
+    LoadPhase.VALIDATE: "Check the file",
+    LoadPhase.WEIGHTS: "Load weights",
+    LoadPhase.CONTEXT: "Allocate KV cache and buffers",
+    LoadPhase.PROJECTOR: "Load vision projector",
+    LoadPhase.DRAFT: "Load draft model",
+    LoadPhase.WARMUP: "Warm up",
+    LoadPhase.READY: "Ready",
+}
 
 _LABEL = re.compile(r"^(\d+(?:\.\d+)?)([KMBT])$", re.IGNORECASE)
 _SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}

@@ -63,7 +63,7 @@ MAX_TOOLS = 128
 MAX_TOOLS_CHARS = 256 * 1024  # the tools' JSON, all together
 
 
-def _check_tools(tools: tuple[Any, ...]) -> None:
+def check_tools(tools: tuple[Any, ...]) -> None:
     """OpenAI function tools: ``{"type": "function", "function": {"name", "description",
     "parameters"}}``, JSON all the way down, names unique."""
     if len(tools) > MAX_TOOLS:
@@ -134,7 +134,7 @@ class ChatRequest:
         if self.tools:
             if self.prompt is not None:
                 raise InvalidChatRequest("Tools need chat messages, not a raw prompt.")
-            _check_tools(self.tools)
+            check_tools(self.tools)
         if any(m.role is Role.TOOL and not m.tool_call_id and not m.name for m in self.messages):
             raise InvalidChatRequest("A tool message must say which call it answers (tool_call_id).")
         self.sampling.validate()

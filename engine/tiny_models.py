@@ -50,6 +50,9 @@ class TinyTextSpec:
     # Control tokens added after the vocabulary's words (e.g. "<think>", "[TOOL_CALLS]"):
     # llama.cpp renders them as nothing unless asked, like a real model's markers.
     control_tokens: tuple[str, ...] = ()
+    # Normal tokens added after the word pieces ("\u2581" for a space): longer pieces a
+    # script can say, such as fragments of a JSON tool call.
+    extra_tokens: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,10 @@ class TinyProjectorSpec:
 
 
 def tiny_vocab(
-    n_extra_words: int, control_tokens: tuple[str, ...] = ()
+    n_extra_words: int, control_tokens: tuple[str, ...] = (), extra_tokens: tuple[str, ...] = ()
 ) -> tuple[list[str], list[float], list[int]]:
-    """Special tokens, the 256 byte tokens, some word pieces, then ``control_tokens`` (all unique)."""
+    """Special tokens, the 256 byte tokens, some word pieces and ``extra_tokens``, then
+    ``control_tokens`` (all unique)."""
     tokens = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
     types = [2, CONTROL_TOKEN_TYPE, CONTROL_TOKEN_TYPE, CONTROL_TOKEN_TYPE, CONTROL_TOKEN_TYPE]
     for b in range(256):
@@ -84,7 +88,7 @@ def tiny_vocab(
         words.append(("\u2581" if i % 2 else "") + a + b)
         i += 1
     seen = set(tokens)
-    for word in words[:n_extra_words]:
+    for word in [*words[:n_extra_words], *extra_tokens]:
         if word not in seen:
             seen.add(word)
             tokens.append(word)
@@ -109,7 +113,7 @@ def write_tiny_text_model(path: Path | str, spec: TinyTextSpec = TinyTextSpec())
     path = Path(path)
     rng = np.random.default_rng(spec.seed)
     head_dim = spec.n_embd // spec.n_head
-    tokens, scores, types = tiny_vocab(spec.n_extra_words, spec.control_tokens)
+    tokens, scores, types = tiny_vocab(spec.n_extra_words, spec.control_tokens, spec.extra_tokens)
     n_vocab = len(tokens)
 
     writer = gguf.GGUFWriter(str(path), "llama")

@@ -84,11 +84,13 @@ def add_and_select(qtbot, window: MainWindow, *paths: Path, timeout: int = WAIT)
     qtbot.waitUntil(lambda: window.library_panel.selected_path() == paths[0], timeout=timeout)
 
 
-def load(qtbot, window: MainWindow, model: Path, projector: Path | None = None, parallel: int = 4) -> None:
-    """Drop ``model`` (and ``projector``), load it with 1024 context per conversation, wait until ready."""
+def load(
+    qtbot, window: MainWindow, model: Path, projector: Path | None = None, parallel: int = 4, ctx: int = 1024
+) -> None:
+    """Drop ``model`` (and ``projector``), load it with ``ctx`` context per conversation, wait until ready."""
     add_and_select(qtbot, window, *(p for p in (model, projector) if p is not None))
     panel = window.model_panel
-    panel.ctx_spin.setValue(1024)
+    panel.ctx_spin.setValue(ctx)
     panel.parallel_spin.setValue(parallel)
     if projector is not None:
         panel.projector_combo.setCurrentIndex(panel.projector_combo.findText(projector.name))

@@ -7,17 +7,8 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QProgressBar, QWidget
 
+from app.presenters import PHASE_LABELS
 from engine import LoadPhase
-
-PHASE_LABELS = {
-    LoadPhase.VALIDATE: "Check the file",
-    LoadPhase.WEIGHTS: "Load weights",
-    LoadPhase.CONTEXT: "Allocate KV cache and buffers",
-    LoadPhase.PROJECTOR: "Load vision projector",
-    LoadPhase.DRAFT: "Load draft model",
-    LoadPhase.WARMUP: "Warm up",
-    LoadPhase.READY: "Ready",
-}
 
 
 class LoadProgress(QWidget):

@@ -279,9 +279,9 @@ def _write_with_vocab(path: Path, monkeypatch: pytest.MonkeyPatch, edit: Any, **
     original = tiny_models.tiny_vocab
 
     def patched(
-        n_extra_words: int, controls: tuple[str, ...] = ()
+        n_extra_words: int, controls: tuple[str, ...] = (), extra: tuple[str, ...] = ()
     ) -> tuple[list[str], list[float], list[int]]:
-        tokens, scores, types = original(n_extra_words, controls)
+        tokens, scores, types = original(n_extra_words, controls, extra)
         edit(tokens, types)
         return tokens, scores, types
 
