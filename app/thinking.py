@@ -1,0 +1,133 @@
+"""A streamed reply split into a reasoning model's thinking and its answer, with the
+thinking's token count and time.
+
+The engine's ``ReasoningSplitter`` does the splitting (tags cut across tokens are held back
+until they resolve); this adds what the window shows about the thinking. Each token is fed
+on its own (``TextDelta.pieces``), so a token counts as thinking when the splitter was or is
+inside the reasoning around it: the ``<think>`` that opens it, every token of it, the
+``</think>`` that closes it. The time runs from the delta that brought the first thinking
+token to the one that closed it (deltas come ~30 times a second: that is the resolution).
+
+Pure: no Qt, no llama.cpp.
+"""
+
+from __future__ import annotations
+
+from app.store_records import Thinking
+from engine import ChatTraits, ReasoningSplitter
+from engine.chat.traits import THINK_CLOSE, THINK_OPEN
+
+
+class ReplySplit:
+    """``feed`` each delta's text and pieces as it arrives, ``finish`` at the end; ``answer``
+    is what the reply says (what is stored as its text and sent back next turn), ``thinking``
+    what it thought."""
+
+    def __init__(self, traits: ChatTraits | None = None) -> None:
+        self._splitter: ReasoningSplitter = (traits or ChatTraits()).reasoning_splitter()
+        self._opens = traits is not None and traits.opens_thinking
+        self.answer = ""
+        self.thought = ""
+        self.tokens = 0  # thinking tokens
+        self._tentative = 0  # tokens before a <think> resolves (whitespace, "<thi")
+        self._answering = False  # the reasoning is over (or there was none)
+        self._t_first: float | None = None
+        self._t_end: float | None = None
+        self._elapsed_before = 0.0  # a continued reply: the thinking time it already had
+
+    @classmethod
+    def resuming(
+        cls, traits: ChatTraits | None, answer: str, thinking: Thinking, now: float
+    ) -> tuple[ReplySplit, str]:
+        """A split that goes on with a reply cut off earlier, and the text the model's turn
+        must start with (``ChatRequest.assistant_prefix``) for it to go on where it was:
+        inside its thinking when that had not ended, else after it."""
+        split = cls(traits)
+        split.answer = answer
+        split.thought = thinking.text
+        split.tokens = thinking.tokens
+        if not thinking.text:
+            prefix = answer
+        else:
+            opening = "" if split._opens else THINK_OPEN + "\n"
+            # Only an answer says the thinking ended: one stopped or cut off at max tokens
+            # while thinking goes on thinking, its time so far kept.
+            ended = answer != ""
+            prefix = opening + thinking.text + (f"\n{THINK_CLOSE}\n\n{answer}" if ended else "")
+            if ended:
+                split._t_first, split._t_end = 0.0, thinking.seconds or 0.0
+            else:
+                split._t_first = now
+                split._elapsed_before = thinking.seconds or 0.0
+        # The splitter is brought to where the prefix leaves it; what it says is known already.
+        split._splitter.feed(prefix)
+        split._answering = bool(prefix) and not split._splitter.in_reasoning
+        return split, prefix
+
+    @property
+    def thinking(self) -> bool:
+        """Inside the thinking now (text of the answer not begun)."""
+        return not self._answering and (self._splitter.in_reasoning or self._opens)
+
+    def feed(self, text: str, pieces: tuple[str, ...], now: float) -> tuple[str, str]:
+        """A delta's text and the text of each of its tokens: (thinking, answer) it adds."""
+        thought: list[str] = []
+        answer: list[str] = []
+        fed = 0
+        for piece in pieces:
+            self._feed_token(piece, now, thought, answer)
+            fed += len(piece)
+        if fed < len(text):  # held text released at the end belongs to no token
+            self._take(self._splitter.feed(text[fed:]), now, thought, answer)
+        return "".join(thought), "".join(answer)
+
+    def _feed_token(self, piece: str, now: float, thought: list[str], answer: list[str]) -> None:
+        if self._answering:
+            self._take(self._splitter.feed(piece), now, thought, answer)
+            return
+        before = self._splitter.in_reasoning
+        self._take(self._splitter.feed(piece), now, thought, answer)
+        after = self._splitter.in_reasoning
+        if before or after:
+            if self._t_first is None:
+                self._t_first = now
+            self.tokens += 1 + self._tentative
+            self._tentative = 0
+            if before and not after:
+                self._end_thinking(now)
+        elif self._answering:
+            self._tentative = 0  # it did not open a thinking block: the answer began
+        else:
+            self._tentative += 1
+
+    def _take(self, split: tuple[str, str], now: float, thought: list[str], answer: list[str]) -> None:
+        reasoning, content = split
+        if reasoning:
+            thought.append(reasoning)
+            self.thought += reasoning
+        if content:
+            answer.append(content)
+            self.answer += content
+            if not self._answering:
+                self._end_thinking(now)
+
+    def _end_thinking(self, now: float) -> None:
+        self._answering = True
+        if self._t_first is not None and self._t_end is None:
+            self._t_end = now
+
+    def finish(self, now: float) -> tuple[str, str]:
+        """The end of the reply: held text released; a thinking that never closed ends now."""
+        thought: list[str] = []
+        answer: list[str] = []
+        self._take(self._splitter.finish(), now, thought, answer)
+        if self._t_first is not None:
+            self._end_thinking(now)
+        return "".join(thought), "".join(answer)
+
+    def so_far(self, now: float) -> Thinking:
+        """The thinking as it stands, its seconds only once it has ended."""
+        seconds = None
+        if self._t_first is not None and self._t_end is not None:
+            seconds = self._elapsed_before + self._t_end - self._t_first
+        return Thinking(self.thought, self.tokens, seconds)
