@@ -143,10 +143,6 @@ class Thinking:
     tokens: int = 0
     seconds: float | None = None
 
-    @property
-    def empty(self) -> bool:
-        return not self.text and not self.tokens
-
 
 @dataclass(frozen=True)
 class Message:
