@@ -46,19 +46,19 @@ class ReplySplit:
         split.answer = answer
         split.thought = thinking.text
         split.tokens = thinking.tokens
-        if not thinking.text:
-            prefix = answer
+        opening = "" if split._opens else THINK_OPEN + "\n"
+        if answer and (thinking.text or split._opens):
+            # Its thinking had ended (an empty one, where the template opened it).
+            prefix = f"{opening}{thinking.text}\n{THINK_CLOSE}\n\n{answer}"
+            split._t_first, split._t_end = 0.0, thinking.seconds or 0.0
+        elif thinking.text:
+            # Stopped, or cut off at max tokens, while thinking: it goes on thinking, the
+            # time it had thought kept.
+            prefix = opening + thinking.text
+            split._t_first = now
+            split._elapsed_before = thinking.seconds or 0.0
         else:
-            opening = "" if split._opens else THINK_OPEN + "\n"
-            # Only an answer says the thinking ended: one stopped or cut off at max tokens
-            # while thinking goes on thinking, its time so far kept.
-            ended = answer != ""
-            prefix = opening + thinking.text + (f"\n{THINK_CLOSE}\n\n{answer}" if ended else "")
-            if ended:
-                split._t_first, split._t_end = 0.0, thinking.seconds or 0.0
-            else:
-                split._t_first = now
-                split._elapsed_before = thinking.seconds or 0.0
+            prefix = answer
         # The splitter is brought to where the prefix leaves it; what it says is known already.
         split._splitter.feed(prefix)
         split._answering = bool(prefix) and not split._splitter.in_reasoning
@@ -86,14 +86,16 @@ class ReplySplit:
             self._take(self._splitter.feed(piece), now, thought, answer)
             return
         before = self._splitter.in_reasoning
+        thought_before = len(self.thought)
         self._take(self._splitter.feed(piece), now, thought, answer)
         after = self._splitter.in_reasoning
-        if before or after:
+        # A piece may also open and close the thinking by itself (text cut coarsely).
+        if before or after or len(self.thought) > thought_before:
             if self._t_first is None:
                 self._t_first = now
             self.tokens += 1 + self._tentative
             self._tentative = 0
-            if before and not after:
+            if not after:
                 self._end_thinking(now)
         elif self._answering:
             self._tentative = 0  # it did not open a thinking block: the answer began

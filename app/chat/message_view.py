@@ -752,7 +752,7 @@ class MessageView(QAbstractScrollArea):
 
     def focusNextPrevChild(self, next: bool) -> bool:
         ids = self._thought_ids()
-        if self.hasFocus() and ids:
+        if ids:
             current = self._focus_thought
             if current in ids:
                 k = ids.index(current) + (1 if next else -1)
