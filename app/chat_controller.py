@@ -562,6 +562,7 @@ class ChatController(QObject):
             stream.handle = handle
             handle.queued.connect(lambda position: self._on_queued(stream, position))
             handle.prefill.connect(lambda *progress: self._on_prefill(stream, *progress))
+            handle.started.connect(lambda: stream.split.started(time.monotonic()))
             handle.text_delta.connect(lambda delta: self._on_delta(stream, delta))
             handle.completed.connect(lambda completion: self._on_completed(stream, completion))
             handle.failed.connect(lambda error: self._on_failed(stream, error))

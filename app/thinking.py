@@ -5,8 +5,9 @@ The engine's ``ReasoningSplitter`` does the splitting (tags cut across tokens ar
 until they resolve); this adds what the window shows about the thinking. Each token is fed
 on its own (``TextDelta.pieces``), so a token counts as thinking when the splitter was or is
 inside the reasoning around it: the ``<think>`` that opens it, every token of it, the
-``</think>`` that closes it. The time runs from the delta that brought the first thinking
-token to the one that closed it (deltas come ~30 times a second: that is the resolution).
+``</think>`` that closes it. The time runs from the reply's first token (``started``: the
+thinking can only open there) to the delta that closed it (deltas come ~30 times a second:
+that is the resolution at the end).
 
 Pure: no Qt, no llama.cpp.
 """
@@ -31,6 +32,7 @@ class ReplySplit:
         self.tokens = 0  # thinking tokens
         self._tentative = 0  # tokens before a <think> resolves (whitespace, "<thi")
         self._answering = False  # the reasoning is over (or there was none)
+        self._t_started: float | None = None  # the reply's first token
         self._t_first: float | None = None
         self._t_end: float | None = None
         self._elapsed_before = 0.0  # a continued reply: the thinking time it already had
@@ -64,6 +66,12 @@ class ReplySplit:
         split._answering = bool(prefix) and not split._splitter.in_reasoning
         return split, prefix
 
+    def started(self, now: float) -> None:
+        """The reply's first token was sampled (``RequestHandle.started``): its text comes
+        with the next delta, up to 1/30 s later."""
+        if self._t_started is None:
+            self._t_started = now
+
     @property
     def thinking(self) -> bool:
         """Inside the thinking now (text of the answer not begun)."""
@@ -92,7 +100,7 @@ class ReplySplit:
         # A piece may also open and close the thinking by itself (text cut coarsely).
         if before or after or len(self.thought) > thought_before:
             if self._t_first is None:
-                self._t_first = now
+                self._t_first = now if self._t_started is None else min(self._t_started, now)
             self.tokens += 1 + self._tentative
             self._tentative = 0
             if not after:

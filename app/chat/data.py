@@ -174,7 +174,10 @@ class Thought:
             return f"Thinking… · {tokens}"
         if self.seconds is None:
             return f"Thought · {tokens}"
-        seconds = f"{self.seconds:.1f} s" if self.seconds < 10 else format_seconds(self.seconds)
+        if self.seconds < 0.05:  # it came in one delta: what 0.0 s would say is not so
+            seconds = "under 0.1 s"
+        else:
+            seconds = f"{self.seconds:.1f} s" if self.seconds < 10 else format_seconds(self.seconds)
         return f"Thought for {seconds} · {tokens}"
 
 

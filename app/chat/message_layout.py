@@ -35,7 +35,8 @@ VERSION_GAP = 10  # between the ‹ 2/3 › switcher and the actions
 VERSION_ARROWS = {MessageAction.PREVIOUS_VERSION: "‹", MessageAction.NEXT_VERSION: "›"}
 THOUGHT_CHEVRON = 12  # the ▸/▾ before a thinking block's header, drawn, not a glyph
 THOUGHT_INDENT = 14  # the thinking's text, right of a thin rule
-THOUGHT_GAP = 6  # under the header, under the open thinking
+THOUGHT_GAP = 6  # under the header
+THOUGHT_BODY_GAP = 10  # between the open thinking and the answer: they must not read as one
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ class MessageLayout:
                 if thought_document.textWidth() != inner:
                     thought_document.setTextWidth(inner)
                 thought_body = QRect(THOUGHT_INDENT, y, inner, math.ceil(thought_document.size().height()))
-                y += thought_body.height() + THOUGHT_GAP
+                y += thought_body.height() + THOUGHT_BODY_GAP
 
         bubble: QRect | None = None
         if user and documents:

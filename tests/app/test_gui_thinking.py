@@ -72,7 +72,9 @@ def test_tags_cut_across_tokens_never_show_and_the_block_counts_the_thinking(
     assert data.text == "cd"  # the answer alone: no tag, no thinking
     assert data.thought is not None and data.thought.text == "ab" and data.thought.tokens == 11
     assert data.thought.seconds is not None and 0.0 <= data.thought.seconds <= elapsed
-    assert view.thought_summary(data.id) == f"Thought for {data.thought.seconds:.1f} s · 11 tokens"
+    assert view.thought_summary(data.id) == data.thought.summary()
+    assert view.thought_summary(data.id).startswith("Thought for ")
+    assert view.thought_summary(data.id).endswith(" s · 11 tokens")
     assert not view.thought_open(data.id)  # folded: the answer has come
 
     stored = window.store.get_message(data.id)
@@ -121,7 +123,8 @@ def test_the_thinking_comes_back_with_the_history(
         assert (data.id, data.text, data.thought) == (before.id, "cd", before.thought)
         view = again.message_view
         assert not view.thought_open(data.id)
-        assert view.thought_summary(data.id) == f"Thought for {before.thought.seconds:.1f} s · 11 tokens"
+        assert view.thought_summary(data.id) == before.thought.summary()
+        assert view.thought_summary(data.id).endswith(" s · 11 tokens")
         view.toggle_thought(data.id)
         assert view.thought_open(data.id)
     finally:

@@ -75,6 +75,20 @@ def test_the_thinking_time_runs_from_its_first_token_to_its_end() -> None:
     # The two spaces before <think> count with it: 2 + <think>, a, b, </think>.
     assert split.so_far(6.0) == Thinking("ab", 6, pytest.approx(3.2))
 
+    # The first token's own time, when the handle said when it was sampled.
+    split = ReplySplit(OPENS)
+    split.started(1.2)
+    split.feed("a</think>b", ("a", "</think>", "b"), 1.25)
+    assert split.so_far(2.0).seconds == pytest.approx(0.05)
+
+
+def test_the_header_says_what_the_thinking_took() -> None:
+    assert Thought("a", 118, 3.2).summary() == "Thought for 3.2 s · 118 tokens"
+    assert Thought("a", 1, 0.01).summary() == "Thought for under 0.1 s · 1 token"
+    assert Thought("a", 2_345, 75.0).summary() == "Thought for 1 min 15 s · 2,345 tokens"
+    assert Thought("a", 42, active=True).summary() == "Thinking… · 42 tokens"
+    assert Thought("a", 42).summary() == "Thought · 42 tokens"  # cut off by a crash: time unknown
+
 
 def test_a_reply_that_opens_inside_its_thinking() -> None:
     split = ReplySplit(OPENS)
