@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from app.store_records import Thinking
 from engine import ChatTraits, ReasoningSplitter
-from engine.chat.traits import THINK_CLOSE, THINK_OPEN
 
 
 class ReplySplit:
@@ -48,10 +47,11 @@ class ReplySplit:
         split.answer = answer
         split.thought = thinking.text
         split.tokens = thinking.tokens
-        opening = "" if split._opens else THINK_OPEN + "\n"
+        tags = split._splitter
+        opening = "" if split._opens else tags.open_tag + "\n"
         if answer and (thinking.text or split._opens):
             # Its thinking had ended (an empty one, where the template opened it).
-            prefix = f"{opening}{thinking.text}\n{THINK_CLOSE}\n\n{answer}"
+            prefix = f"{opening}{thinking.text}\n{tags.close_tag}\n\n{answer}"
             split._t_first, split._t_end = 0.0, thinking.seconds or 0.0
         elif thinking.text:
             # Stopped, or cut off at max tokens, while thinking: it goes on thinking, the
