@@ -17,6 +17,7 @@ from app.store import MIGRATIONS, SCHEMA_VERSION, Store, Thinking
 from app.store import MessageState as StoredState
 from app.thinking import ReplySplit
 from engine import ChatTraits, Role
+from tests.app.test_chat_widgets import LONG_REPLY, PaintedRects, stream_in_chunks
 from tests.helpers import show_widget
 
 OPENS = ChatTraits(opens_thinking=True, thinks=True)
@@ -241,6 +242,40 @@ def test_a_block_the_user_folded_while_thinking_stays_folded(qtbot, view: Messag
     view.set_state(2, MessageState.DONE, text="so", thought=Thought("hm, so", 3, 0.4))
     settled(qtbot, view)
     assert view.thought_open(2)  # opened by the user: still open when done
+
+
+def test_an_answer_streaming_under_a_folded_thought_repaints_only_its_tail(qtbot) -> None:
+    """The partial repaint of a streamed reply holds with a thinking block above it: the
+    block and the answer's earlier pieces are not painted again, every changed pixel is."""
+    view = show_widget(qtbot, MessageView(), 800, 600, exposed=True)
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    view.update_thought("r", Thought("Plan the code first.", 5, active=True))
+    view._scroll.settle_now()
+    view.update_thought("r", Thought("Plan the code first.", 5, 0.8))
+    text = LONG_REPLY[: LONG_REPLY.index("def total_3")] + "    value"
+    for _text in stream_in_chunks(view, "r", text):
+        pass
+    qtbot.wait(20)
+    assert not view.thought_open("r")
+    viewport = view.viewport()
+    painted = PaintedRects(viewport)
+    for chunk in (" = comp", "ute(x", ", y)"):
+        before = viewport.grab().toImage()
+        painted.rects.clear()
+        view.append_delta("r", chunk)
+        view._scroll.settle_now()
+        qtbot.wait(20)
+        rects = list(painted.rects)
+        after = viewport.grab().toImage()
+        geom = view._rows[0].geom
+        top = view.message_rect("r").top()
+        assert rects and all(r.top() >= top + geom.body.y() + geom.pieces[-1][0] for r in rects)
+        assert all(r.top() > top + geom.thought.bottom() for r in rects)  # the block stays
+        for y in range(after.height()):
+            for x in range(0, after.width(), 3):
+                if before.pixel(x, y) != after.pixel(x, y):
+                    assert any(r.contains(x, y) for r in rects), f"({x}, {y}) changed, not painted"
+    assert view.message("r").text == text + " = compute(x, y)"
 
 
 def test_a_reply_without_thinking_has_no_block(qtbot, view: MessageView) -> None:
