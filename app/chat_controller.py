@@ -641,9 +641,11 @@ class ChatController(QObject):
     def _on_delta(self, stream: _ReplyInFlight, delta: TextDelta) -> None:
         if self._closing:
             return
-        thinking = stream.split.thinking
-        thought, answer = stream.split.feed(delta.text, delta.pieces, time.monotonic())
-        self._show_delta(stream, thought or thinking != stream.split.thinking, answer)
+        split = stream.split
+        before = (split.thinking, split.tokens, len(split.thought))
+        _thought, answer = split.feed(delta.text, delta.pieces, time.monotonic())
+        # The block's count moves with tokens that carry no text yet (a tag being held).
+        self._show_delta(stream, before != (split.thinking, split.tokens, len(split.thought)), answer)
 
     def _show_delta(self, stream: _ReplyInFlight, thought_changed: bool, answer: str) -> None:
         stage = ReplyStage.THINKING if stream.split.thinking else ReplyStage.WRITING

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import engine.active_request as active_request_module
 from app.main_window import MainWindow
 from app.paths import AppPaths
 from app.store import Thinking
@@ -85,6 +86,39 @@ def test_tags_cut_across_tokens_never_show_and_the_block_counts_the_thinking(
     send(qtbot, window, "and?")
     sent = [m for m in requests[0].messages if m.role is Role.ASSISTANT]
     assert [(m.text, m.tokens) for m in sent] == [("cd", ())]
+
+
+def test_thinking_streamed_token_by_token_shows_open_then_folds(
+    qtbot, monkeypatch: pytest.MonkeyPatch, window: MainWindow, spelled_model: Path
+) -> None:
+    monkeypatch.setattr(active_request_module, "DELTA_INTERVAL", 0.0)  # one delta per token
+    load(qtbot, window, spelled_model)
+    view = window.message_view
+    seen: list[tuple[str, object]] = []
+    update_thought, append_delta = view.update_thought, view.append_delta
+
+    def on_thought(message_id: object, thought) -> None:
+        update_thought(message_id, thought)
+        seen.append(("thought", (thought, view.thought_open(message_id))))
+
+    def on_answer(message_id: object, text: str) -> None:
+        append_delta(message_id, text)
+        seen.append(("answer", text))
+
+    monkeypatch.setattr(view, "update_thought", on_thought)
+    monkeypatch.setattr(view, "append_delta", on_answer)
+    send(qtbot, window, "hi")
+    thoughts = [value for kind, value in seen if kind == "thought"]
+    assert "".join(value for kind, value in seen if kind == "answer") == "cd"
+    # While it thinks the block is open and counts up; it folds when the thinking ends,
+    # before the answer's first text.
+    active = [(t, shown) for t, shown in thoughts if t.active]
+    assert active and all(shown for _t, shown in active)
+    assert [t.tokens for t, _shown in active] == sorted(t.tokens for t, _shown in active)
+    assert [t.text for t, _shown in active][-1] == "ab"
+    ended = [(t, shown) for t, shown in thoughts if not t.active]
+    assert ended[0][0].tokens == 11 and ended[0][0].seconds is not None and not ended[0][1]
+    assert seen.index(("thought", ended[0])) < seen.index(("answer", "c"))
 
 
 def test_a_reply_that_opens_inside_its_thinking(qtbot, window: MainWindow, opening_model: Path) -> None:
