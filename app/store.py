@@ -18,7 +18,8 @@ What the app does with it::
     store.update_reply(reply.id, text)       # while streaming, at most every 0.5 s: one UPDATE
     store.finish_reply(reply.id, completion.text, MessageState.COMPLETE,
                        completion.stop_reason, ReplyStats.from_completion(completion).to_dict(),
-                       completion.reply_tokens, tokens_model=completion.model_identity)
+                       completion.reply_tokens, tokens_model=completion.model_identity,
+                       thinking=Thinking(thought, tokens, seconds))  # a reasoning model's, apart
     again = store.regenerate_reply(reply.id, ...)   # a second version; the first is kept
     store.select_version(reply.id)           # show the first again: store.versions(reply.id)
     store.edit_and_branch(question.id, text) # the question edited: the old branch is kept

@@ -87,18 +87,25 @@ class ReplySplit:
             fed += len(piece)
         if fed < len(text):  # held text released at the end belongs to no token
             self._take(self._splitter.feed(text[fed:]), now, thought, answer)
-        return "".join(thought), "".join(answer)
+        return self._add(thought, answer)
+
+    def _add(self, thought: list[str], answer: list[str]) -> tuple[str, str]:
+        # Once per delta, not per token: a long reply is not copied for each of its tokens.
+        more_thought, more_answer = "".join(thought), "".join(answer)
+        self.thought += more_thought
+        self.answer += more_answer
+        return more_thought, more_answer
 
     def _feed_token(self, piece: str, now: float, thought: list[str], answer: list[str]) -> None:
         if self._answering:
             self._take(self._splitter.feed(piece), now, thought, answer)
             return
         before = self._splitter.in_reasoning
-        thought_before = len(self.thought)
+        thought_before = len(thought)
         self._take(self._splitter.feed(piece), now, thought, answer)
         after = self._splitter.in_reasoning
         # A piece may also open and close the thinking by itself (text cut coarsely).
-        if before or after or len(self.thought) > thought_before:
+        if before or after or len(thought) > thought_before:
             if self._t_first is None:
                 self._t_first = now if self._t_started is None else min(self._t_started, now)
             self.tokens += 1 + self._tentative
@@ -114,10 +121,8 @@ class ReplySplit:
         reasoning, content = split
         if reasoning:
             thought.append(reasoning)
-            self.thought += reasoning
         if content:
             answer.append(content)
-            self.answer += content
             if not self._answering:
                 self._end_thinking(now)
 
@@ -133,7 +138,7 @@ class ReplySplit:
         self._take(self._splitter.finish(), now, thought, answer)
         if self._t_first is not None:
             self._end_thinking(now)
-        return "".join(thought), "".join(answer)
+        return self._add(thought, answer)
 
     def so_far(self, now: float) -> Thinking:
         """The thinking as it stands, its seconds only once it has ended."""
