@@ -37,11 +37,13 @@ from app.chat import (
     ReplyStats,
     SamplingPanel,
     SamplingSettings,
+    Thought,
 )
 from app.chat.lru import LruCache
 from app.model_session import ModelSession
-from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
+from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store, Thinking
 from app.store import MessageState as StoredState
+from app.thinking import ReplySplit
 from engine import (
     ChatMessage,
     ChatRequest,
@@ -55,6 +57,7 @@ from engine import (
     RequestHandle,
     Role,
     StopReason,
+    TextDelta,
     check_message_images,
     load_image,
 )
@@ -89,6 +92,7 @@ class ReplyStage(enum.Enum):
 
     WAITING = "waiting"
     READING = "reading"  # the prompt is being evaluated
+    THINKING = "thinking"  # a reasoning model, before its answer
     WRITING = "writing"
 
 
@@ -99,14 +103,31 @@ class _ReplyInFlight:
     conversation_id: int
     message_id: int
     handle: RequestHandle | None
-    # The whole reply so far (a continued reply's earlier text included), kept on purpose:
-    # the store is written from it every half second and at the end, and it is what the
-    # view is given back when the conversation is shown again mid-reply.
-    text: str = ""
-    saved: str = ""  # what the store holds
+    # The reply so far, its thinking apart from its answer (a continued reply's earlier
+    # text included), kept on purpose: the store is written from it every half second and
+    # at the end, and it is what the view is given back when the conversation is shown
+    # again mid-reply.
+    split: ReplySplit = field(default_factory=ReplySplit)
+    saved: tuple[str, Thinking] = ("", Thinking())  # what the store holds
     stage: ReplyStage = ReplyStage.WAITING
     read_percent: int = 0  # of the prompt, while READING
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def text(self) -> str:
+        """The answer so far: what is stored as the reply's text and sent back next turn."""
+        return self.split.answer
+
+    def thinking(self) -> Thinking:
+        return self.split.so_far(time.monotonic())
+
+    def thought(self) -> Thought | None:
+        """The thinking as the view shows it (None: the reply has no thinking text so far;
+        an empty ``<think></think>``, as models that were told not to think write, is none)."""
+        thinking = self.thinking()
+        if not thinking.text:
+            return None
+        return Thought(thinking.text, thinking.tokens, thinking.seconds, active=self.split.thinking)
 
     @property
     def stage_text(self) -> str:
@@ -218,7 +239,9 @@ class ChatController(QObject):
         self._save_timer.stop()
         self._measure_timer.stop()
         for stream in list(self._streams.values()):
-            self.store.finish_reply(stream.message_id, stream.text, StoredState.INTERRUPTED)
+            self.store.finish_reply(
+                stream.message_id, stream.text, StoredState.INTERRUPTED, thinking=stream.thinking()
+            )
             if stream.handle is not None:
                 stream.handle.cancel()
         self._streams.clear()
@@ -514,24 +537,33 @@ class ChatController(QObject):
         settings = replace(settings, system_prompt=conversation.system_prompt or "")
         reply = start(_writer(model), settings.to_dict())
         path = self.store.messages(conversation_id)
+        # A reasoning model's reply is split into its thinking and its answer as it streams;
+        # a continued one goes on from where its thinking or answer was cut off.
+        if resume:
+            split, prefix = ReplySplit.resuming(
+                model.chat_traits, reply.text, reply.thinking, time.monotonic()
+            )
+        else:
+            split, prefix = ReplySplit(model.chat_traits), ""
         try:
             request = ChatRequest(
                 messages=tuple(self._chat_messages(conversation, [m for m in path if m.id != reply.id])),
                 sampling=settings.to_params(),
                 max_tokens=settings.max_tokens,
                 owner=str(conversation_id),
-                assistant_prefix=reply.text if resume else "",
+                assistant_prefix=prefix,
             )
         except EngineError as exc:
             self._fail_to_start(reply, exc)
             return
-        stream = _ReplyInFlight(conversation_id, reply.id, None, text=reply.text, saved=reply.text)
+        stream = _ReplyInFlight(conversation_id, reply.id, None, split, saved=(reply.text, reply.thinking))
 
         def connect(handle: RequestHandle) -> None:
             stream.handle = handle
             handle.queued.connect(lambda position: self._on_queued(stream, position))
             handle.prefill.connect(lambda *progress: self._on_prefill(stream, *progress))
-            handle.delta.connect(lambda text: self._on_delta(stream, text))
+            handle.started.connect(lambda: stream.split.started(time.monotonic()))
+            handle.text_delta.connect(lambda delta: self._on_delta(stream, delta))
             handle.completed.connect(lambda completion: self._on_completed(stream, completion))
             handle.failed.connect(lambda error: self._on_failed(stream, error))
 
@@ -544,7 +576,9 @@ class ChatController(QObject):
         if conversation_id == self.current_id:
             self.view.undo_bar.dismiss()  # the conversation moved on: the delete is final
             if resume:
-                self.view.set_state(reply.id, MessageState.STREAMING, text=reply.text)
+                self.view.set_state(
+                    reply.id, MessageState.STREAMING, text=reply.text, thought=stream.thought()
+                )
             else:
                 self._show_path(conversation_id, path)
             self.view.scroll_to_bottom()
@@ -604,14 +638,26 @@ class ChatController(QObject):
         if stream.conversation_id == self.current_id:
             self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
 
-    def _on_delta(self, stream: _ReplyInFlight, text: str) -> None:
+    def _on_delta(self, stream: _ReplyInFlight, delta: TextDelta) -> None:
         if self._closing:
             return
-        if stream.stage is not ReplyStage.WRITING:
-            self._set_stage(stream, ReplyStage.WRITING)
-        stream.text += text
-        if stream.conversation_id == self.current_id:
-            self.view.append_delta(stream.message_id, text)
+        split = stream.split
+        before = (split.thinking, split.tokens, len(split.thought))
+        _thought, answer = split.feed(delta.text, delta.pieces, time.monotonic())
+        # The block's count moves with tokens that carry no text yet (a tag being held).
+        self._show_delta(stream, before != (split.thinking, split.tokens, len(split.thought)), answer)
+
+    def _show_delta(self, stream: _ReplyInFlight, thought_changed: bool, answer: str) -> None:
+        stage = ReplyStage.THINKING if stream.split.thinking else ReplyStage.WRITING
+        if stream.stage is not stage:
+            self._set_stage(stream, stage)
+        if stream.conversation_id != self.current_id:
+            return
+        shown = stream.thought()
+        if thought_changed and shown is not None:
+            self.view.update_thought(stream.message_id, shown)
+        if answer:
+            self.view.append_delta(stream.message_id, answer)
 
     def _set_stage(self, stream: _ReplyInFlight, stage: ReplyStage) -> None:
         stream.stage = stage
@@ -620,6 +666,7 @@ class ChatController(QObject):
     def _on_completed(self, stream: _ReplyInFlight, completion: Completion) -> None:
         if self._closing:
             return
+        stream.split.finish(time.monotonic())
         stats = ReplyStats.from_completion(completion)
         cancelled = completion.stop_reason is StopReason.CANCELLED
         self.store.finish_reply(
@@ -628,14 +675,18 @@ class ChatController(QObject):
             StoredState.CANCELLED if cancelled else StoredState.COMPLETE,
             stop_reason=completion.stop_reason.value,
             stats=stats.to_dict(),
+            # Ids spell the whole output, thinking and tags included: a reply whose answer is
+            # less than that is sent back as its text, so its thinking never is.
             tokens=() if stream.text != completion.text else completion.reply_tokens,
             tokens_model=completion.model_identity,
+            thinking=stream.thinking(),
         )
         self._end(stream, MessageState.CANCELLED if cancelled else MessageState.DONE, stats=stats)
 
     def _on_failed(self, stream: _ReplyInFlight, error: EngineError) -> None:
         if self._closing:
             return
+        stream.split.finish(time.monotonic())
         too_long = isinstance(error, PromptTooLong)
         self.store.finish_reply(
             stream.message_id,
@@ -643,6 +694,7 @@ class ChatController(QObject):
             StoredState.FAILED,
             error=error.message,
             stop_reason=PROMPT_TOO_LONG if too_long else None,
+            thinking=stream.thinking(),
         )
         self._end(stream, MessageState.FAILED, error=error.message)
         model = self.session.ready_model
@@ -659,7 +711,9 @@ class ChatController(QObject):
         self._streams.pop(stream.conversation_id, None)
         self.conversations.set_busy(stream.conversation_id, False)
         if stream.conversation_id == self.current_id:
-            self.view.set_state(stream.message_id, state, stats=stats, error=error, text=stream.text)
+            self.view.set_state(
+                stream.message_id, state, stats=stats, error=error, text=stream.text, thought=stream.thought()
+            )
             self.composer.set_generating(False)
         if not self._streams:
             self._save_timer.stop()
@@ -671,9 +725,10 @@ class ChatController(QObject):
     def save_streaming(self) -> None:
         """Write each streaming reply's text if it changed (every half second)."""
         for stream in self._streams.values():
-            if stream.text != stream.saved:
-                self.store.update_reply(stream.message_id, stream.text)
-                stream.saved = stream.text
+            now = (stream.text, stream.thinking())
+            if now != stream.saved:
+                self.store.update_reply(stream.message_id, now[0], now[1])
+                stream.saved = now
 
     def _images_unseen(self, conversation_id: int) -> bool:
         model = self.session.ready_model
@@ -734,9 +789,15 @@ class ChatController(QObject):
             ImageThumb(ref.read_bytes(), ref.path.name) for ref in message.images if ref.path.exists()
         )
         if stream is not None and stream.message_id == message.id:
-            text, state = stream.text, MessageState.STREAMING if stream.text else MessageState.PENDING
+            thought = stream.thought()
+            text, state = (
+                stream.text,
+                MessageState.STREAMING if stream.text or thought else MessageState.PENDING,
+            )
         else:
             text, state = message.text, _VIEW_STATE.get(message.state, MessageState.DONE)
+            thinking = message.thinking
+            thought = Thought(thinking.text, thinking.tokens, thinking.seconds) if thinking.text else None
         return MessageData(
             message.id,
             message.role,
@@ -750,6 +811,7 @@ class ChatController(QObject):
             version=message.version,
             version_count=message.version_count,
             can_regenerate=not self._would_fail_again(message),
+            thought=thought,
         )
 
     def _would_fail_again(self, message: Message) -> bool:

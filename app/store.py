@@ -18,7 +18,8 @@ What the app does with it::
     store.update_reply(reply.id, text)       # while streaming, at most every 0.5 s: one UPDATE
     store.finish_reply(reply.id, completion.text, MessageState.COMPLETE,
                        completion.stop_reason, ReplyStats.from_completion(completion).to_dict(),
-                       completion.reply_tokens, tokens_model=completion.model_identity)
+                       completion.reply_tokens, tokens_model=completion.model_identity,
+                       thinking=Thinking(thought, tokens, seconds))  # a reasoning model's, apart
     again = store.regenerate_reply(reply.id, ...)   # a second version; the first is kept
     store.select_version(reply.id)           # show the first again: store.versions(reply.id)
     store.edit_and_branch(question.id, text) # the question edited: the old branch is kept
@@ -70,6 +71,7 @@ from app.store_records import (
     NotFound,
     ReplyModel,
     StoreError,
+    Thinking,
     Versions,
 )
 from engine import Role
@@ -90,6 +92,7 @@ __all__ = [
     "ReplyModel",
     "Store",
     "StoreError",
+    "Thinking",
     "Versions",
     "fts_available",
 ]
@@ -136,7 +139,8 @@ _MESSAGE_COLUMNS = (
     " (SELECT count(*) FROM messages s WHERE s.parent_id IS m.parent_id"
     " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id) AND s.id <= m.id),"
     " (SELECT count(*) FROM messages s WHERE s.parent_id IS m.parent_id"
-    " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id))"
+    " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id)),"
+    " m.thinking, m.thinking_tokens, m.thinking_seconds"
 )
 # The path a conversation shows: from its selected first message through selected children
 # (deleted ones included: what followed them still follows). Its placeholder: the conversation.
@@ -425,6 +429,7 @@ class Store:
                 sampling=_loads_object(row[17]),
                 version=row[18],
                 version_count=row[19],
+                thinking=Thinking(row[20], row[21], row[22]),
             )
             for row in rows
         ]
@@ -730,14 +735,21 @@ class Store:
             self.collect_garbage()
         return count
 
-    def update_reply(self, message_id: int, text: str) -> bool:
-        """Save the text streamed so far: one UPDATE in its own implicit transaction, no fsync
-        (synchronous=NORMAL), not indexed for search. False when the message is not streaming
-        any more (finished, purged)."""
-        cursor = self._conn.execute(
-            "UPDATE messages SET text = ?, updated = ? WHERE id = ? AND state = 'streaming'",
-            (text, self._clock(), message_id),
-        )
+    def update_reply(self, message_id: int, text: str, thinking: Thinking | None = None) -> bool:
+        """Save the text streamed so far (and the thinking, when given): one UPDATE in its own
+        implicit transaction, no fsync (synchronous=NORMAL), not indexed for search. False
+        when the message is not streaming any more (finished, purged)."""
+        if thinking is None:
+            cursor = self._conn.execute(
+                "UPDATE messages SET text = ?, updated = ? WHERE id = ? AND state = 'streaming'",
+                (text, self._clock(), message_id),
+            )
+        else:
+            cursor = self._conn.execute(
+                "UPDATE messages SET text = ?, thinking = ?, thinking_tokens = ?, thinking_seconds = ?,"
+                " updated = ? WHERE id = ? AND state = 'streaming'",
+                (text, thinking.text, thinking.tokens, thinking.seconds, self._clock(), message_id),
+            )
         return cursor.rowcount == 1
 
     def finish_reply(
@@ -750,11 +762,13 @@ class Store:
         tokens: Sequence[int] = (),
         error: str | None = None,
         tokens_model: str = "",
+        thinking: Thinking | None = None,
     ) -> Message:
         """The reply's final text and outcome. ``tokens`` must spell exactly ``text``
         (``Completion.reply_tokens``) or be empty, and ``tokens_model`` names the model that
         made them (``Completion.model_identity``); ``stats`` is any JSON object (the GUI
-        stores ``app.chat.ReplyStats.to_dict()``)."""
+        stores ``app.chat.ReplyStats.to_dict()``); ``thinking`` is a reasoning model's
+        thinking, kept as it is when None."""
         state = MessageState(state)
         if state is MessageState.STREAMING:
             raise ValueError("finish_reply needs a final state, not STREAMING")
@@ -781,6 +795,12 @@ class Store:
             )
             if cursor.rowcount == 0:
                 raise NotFound(f"Reply {message_id} does not exist.")
+            if thinking is not None:
+                conn.execute(
+                    "UPDATE messages SET thinking = ?, thinking_tokens = ?, thinking_seconds = ?"
+                    " WHERE id = ?",
+                    (thinking.text, thinking.tokens, thinking.seconds, message_id),
+                )
             conn.execute(
                 "UPDATE conversations SET updated = ?"
                 " WHERE id = (SELECT conversation_id FROM messages WHERE id = ?)",

@@ -108,8 +108,23 @@ def _migrate_to_3(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_4(conn: sqlite3.Connection) -> None:
+    # A reasoning model's thinking, kept apart from the reply's text: ``text`` stays the
+    # answer (what is searched, copied and sent back next turn), and the window shows the
+    # thinking in its own block with its tokens and time. ``thinking_seconds`` is NULL
+    # while the thinking goes on (and stays so when a crash cut it off). Earlier replies
+    # have no thinking: their text stays as written, tags and all.
+    statements = (
+        "ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE messages ADD COLUMN thinking_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE messages ADD COLUMN thinking_seconds REAL",
+    )
+    for statement in statements:
+        conn.execute(statement)
+
+
 # Index i migrates version i to i + 1. Append only: a released migration never changes.
-MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2, _migrate_to_3)
+MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The full-text index is not part of the versioned schema: whether FTS5 (with the trigram

@@ -135,6 +135,16 @@ class Conversation:
 
 
 @dataclass(frozen=True)
+class Thinking:
+    """What a reasoning model thought before its answer: the text, how many tokens it took,
+    and for how long (None while it goes on, or when a crash cut it off)."""
+
+    text: str = ""
+    tokens: int = 0
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class Message:
     """One message. Messages form a tree: each has a ``parent_id`` (None for a first
     message), a message's versions are its siblings, and what a conversation shows (and
@@ -159,6 +169,8 @@ class Message:
     version_count: int = 1
     model: ReplyModel | None = None  # who wrote a reply (None: a user message, or not recorded)
     sampling: dict[str, Any] = field(default_factory=dict, hash=False)  # what the reply used
+    # A reasoning model's thinking before ``text`` (the answer): never sent back to the model.
+    thinking: Thinking = Thinking()
 
     def to_chat_message(self) -> ChatMessage:
         return ChatMessage(self.role, self.text, self.images, self.tokens, self.tokens_model)

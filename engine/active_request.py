@@ -53,6 +53,7 @@ class ActiveRequest:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)  # one per token, when asked for
     pending_logprobs: list[TokenLogprob] = field(default_factory=list)  # not yet in a delta
+    pending_pieces: list[str] = field(default_factory=list)  # each token's text, not yet in a delta
     cancelled: bool = False
     media: tuple[TokenizedPrompt, ...] = ()  # image chunks this request may evaluate
     speculation: RequestSpeculation | None = None  # None: this request does not draft
@@ -91,6 +92,7 @@ class ActiveRequest:
                 self.logprobs.append(logprobs[index])
                 self.pending_logprobs.append(logprobs[index])
             chunk = self.stream.push(piece(token))
+            self.pending_pieces.append(chunk.text)
             if chunk.text:
                 self.pending_text.append(chunk.text)
             if chunk.stopped:
@@ -113,9 +115,9 @@ class ActiveRequest:
         self.pending_text.clear()
         self.t_last_flush = now
         self.text.append(text)
-        if not self.pending_logprobs:
-            return TextDelta(text)
-        delta = TextDelta(text, tuple(self.pending_logprobs))
+        pieces = tuple(self.pending_pieces)
+        self.pending_pieces.clear()
+        delta = TextDelta(text, tuple(self.pending_logprobs), pieces)
         self.pending_logprobs.clear()
         return delta
 

@@ -237,6 +237,11 @@ class TextDelta:
     text: str
     # With SamplingParams.logprobs: the tokens taken since the previous delta, in order.
     logprobs: tuple[TokenLogprob, ...] = ()
+    # The text of each token taken since the previous delta, in order ("" for a token whose
+    # text is still held back: part of a UTF-8 character, or what may be a stop string).
+    # Joined they are a prefix of ``text``; the rest is held text released at the end.
+    # What a caller needs to count tokens per part of a reply (the thinking, the answer).
+    pieces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

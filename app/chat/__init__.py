@@ -14,6 +14,7 @@ from app.chat.data import (
     MessageId,
     MessageState,
     ReplyStats,
+    Thought,
     format_prefill,
     format_seconds,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "ReplyStats",
     "SamplingPanel",
     "SamplingSettings",
+    "Thought",
     "format_prefill",
     "format_seconds",
     "relative_time",

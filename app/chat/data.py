@@ -158,6 +158,30 @@ class ReplyStats:
 
 
 @dataclass(frozen=True)
+class Thought:
+    """A reasoning model's thinking, shown in a block above its reply that folds away."""
+
+    text: str
+    tokens: int = 0
+    seconds: float | None = None  # None while it goes on (or not known: a crash cut it off)
+    active: bool = False  # being written now: the block is open unless the user closed it
+
+    def summary(self) -> str:
+        """The block's header: ``Thought for 3.2 s · 118 tokens`` (``Thinking… · 42 tokens``
+        while it goes on)."""
+        tokens = f"{self.tokens:,} token{'s' * (self.tokens != 1)}"
+        if self.active:
+            return f"Thinking… · {tokens}"
+        if self.seconds is None:
+            return f"Thought · {tokens}"
+        if self.seconds < 0.05:  # it came in one delta: what 0.0 s would say is not so
+            seconds = "under 0.1 s"
+        else:
+            seconds = f"{self.seconds:.1f} s" if self.seconds < 10 else format_seconds(self.seconds)
+        return f"Thought for {seconds} · {tokens}"
+
+
+@dataclass(frozen=True)
 class MessageData:
     id: MessageId
     role: Role
@@ -171,6 +195,7 @@ class MessageData:
     version: int = 1  # which of the message's versions this is, from 1 ("2/3" under it)
     version_count: int = 1
     can_regenerate: bool = True  # False when it would fail again (the chat outgrew the context)
+    thought: Thought | None = None  # a reasoning model's thinking, above the reply (never in ``text``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

@@ -33,26 +33,37 @@ def selection_cursor(document: QTextDocument, anchor: int, position: int) -> QTe
 class MessageDocuments:
     """Renderings and documents by message id; documents are children of ``owner``."""
 
-    def __init__(self, owner: QObject, style: MarkdownStyle, font: QFont) -> None:
+    def __init__(
+        self, owner: QObject, style: MarkdownStyle, font: QFont, thought_font: QFont | None = None
+    ) -> None:
         self._owner = owner
         self._html: LruCache[tuple[object, ...], RenderedMarkdown] = LruCache(HTML_CACHE_SIZE)
         self._docs: LruCache[MessageId, RenderedDocument] = LruCache(
             DOC_CACHE_SIZE, lambda old: old.document.deleteLater()
         )
         self._streams: dict[MessageId, StreamingRender] = {}
+        # Thinking, as plain text (it is the model talking to itself, often long: no
+        # Markdown pass as it streams), with the text each document holds.
+        self._thoughts: LruCache[MessageId, tuple[QTextDocument, str]] = LruCache(
+            DOC_CACHE_SIZE, lambda old: old[0].deleteLater()
+        )
         self._scratch = QTextDocument()  # measuring messages that have no cached document
         self.render_counts: Counter[MessageId] = Counter()  # Markdown renders per message
-        self.restyle(style, font)
+        self.restyle(style, font, thought_font)
 
-    def restyle(self, style: MarkdownStyle, font: QFont) -> None:
+    def restyle(self, style: MarkdownStyle, font: QFont, thought_font: QFont | None = None) -> None:
         """A new style or font: drop everything that baked the old one in."""
         self._renderer = MarkdownRenderer(style)
         self._stylesheet = default_stylesheet(style)
         self._font = font
+        self._thought_font = QFont(thought_font or font)
         self._html.clear()
         for entry in self._docs.values():
             entry.document.deleteLater()
         self._docs.clear()
+        for document, _text in self._thoughts.values():
+            document.deleteLater()
+        self._thoughts.clear()
         # Streaming replies start over in the new style when next laid out.
         for message_id, stream in self._streams.items():
             stream.discard()
@@ -125,6 +136,31 @@ class MessageDocuments:
         self._scratch.setHtml(self.rendered(data).html)
         return [self._scratch]
 
+    def thought(self, data: MessageData) -> QTextDocument | None:
+        """The document of the message's thinking, current with it (None: it has none).
+        Thinking that grew is appended to what the document holds, so a streaming thought
+        costs the layout of its new lines, not of all of it again."""
+        if data.thought is None:
+            return None
+        text = data.thought.text
+        entry = self._thoughts.get(data.id)
+        if entry is None:
+            doc = QTextDocument(self._owner)
+            self._configure(doc)
+            doc.setDefaultFont(self._thought_font)
+            doc.setPlainText(text)
+        else:
+            doc, held = entry
+            if text.startswith(held):
+                if len(text) > len(held):
+                    cursor = QTextCursor(doc)
+                    cursor.movePosition(QTextCursor.MoveOperation.End)
+                    cursor.insertText(text[len(held) :])
+            else:
+                doc.setPlainText(text)
+        self._thoughts.put(data.id, (doc, text))
+        return doc
+
     def code_blocks(self, data: MessageData) -> tuple[str, ...]:
         stream = self._streams.get(data.id)
         if stream is None:
@@ -155,8 +191,11 @@ class MessageDocuments:
         entry = self._docs.pop(message_id)
         if entry is not None:
             entry.document.deleteLater()
+        thought = self._thoughts.pop(message_id)
+        if thought is not None:
+            thought[0].deleteLater()
         self.end_stream(message_id)
 
     def keep_only(self, live: set[MessageId]) -> None:
-        for message_id in {*self._docs, *self._streams} - live:
+        for message_id in {*self._docs, *self._streams, *self._thoughts} - live:
             self.forget(message_id)

@@ -16,7 +16,7 @@ from app.chat.message_layout import FooterItem, Geometry
 @dataclass(frozen=True)
 class Hit:
     row: int
-    kind: str  # "action", "anchor", "body", "thumb", "stats", "header", "row"
+    kind: str  # "action", "anchor", "body", "thumb", "stats", "header", "thought", "row"
     action: MessageAction | None = None
     anchor: str = ""
     position: int = -1  # character position in the document, for selection
@@ -49,6 +49,8 @@ def hit_in_row(
             return Hit(i, "action", action=item.action)
     if geom.header.contains(local):
         return Hit(i, "header")
+    if geom.thought is not None and geom.thought.contains(local):
+        return Hit(i, "thought")
     for k, rect in enumerate(geom.thumbs):
         if rect.contains(local):
             return Hit(i, "thumb", thumb=k)

@@ -33,6 +33,10 @@ ACTION_PAD_X = 7
 ACTION_SPACING = 2
 VERSION_GAP = 10  # between the ‹ 2/3 › switcher and the actions
 VERSION_ARROWS = {MessageAction.PREVIOUS_VERSION: "‹", MessageAction.NEXT_VERSION: "›"}
+THOUGHT_CHEVRON = 12  # the ▸/▾ before a thinking block's header, drawn, not a glyph
+THOUGHT_INDENT = 14  # the thinking's text, right of a thin rule
+THOUGHT_GAP = 6  # under the header
+THOUGHT_BODY_GAP = 10  # between the open thinking and the answer: they must not read as one
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,8 @@ class Geometry:
     progress: QRect | None
     stats: QRect | None
     footer: QRect  # the actions line
+    thought: QRect | None = None  # the thinking block's header (a toggle), above the body
+    thought_body: QRect | None = None  # the thinking's text, while the block is open
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,8 @@ class MessageLayout:
         height = ROW_PAD_TOP + self.header_fm.height() + HEADER_GAP + lines * self.body_fm.lineSpacing()
         if data.images:
             height += THUMB_SIZE + THUMB_GAP
+        if data.thought is not None and not user:
+            height += self._footer_height() + THOUGHT_GAP
         if user:
             height += 2 * BUBBLE_PAD_Y
         return height + 2 * self._footer_height() + ROW_PAD_BOTTOM
@@ -117,9 +125,11 @@ class MessageLayout:
         width: int,
         status_text: str,
         progress: bool,
+        thought_document: QTextDocument | None = None,
     ) -> Geometry:
         """Lay the row out at ``width``: its body is ``documents`` stacked (a user's
-        message: one, in a bubble no wider than its text)."""
+        message: one, in a bubble no wider than its text), under the thinking block's
+        header when it has one, and ``thought_document`` when that block is open."""
         user = data.role is Role.USER
         y = ROW_PAD_TOP
         header = QRect(0, y, width, self.header_fm.height() + 2)
@@ -128,6 +138,23 @@ class MessageLayout:
         thumbs = self._thumbs(len(data.images), width, y, user)
         if thumbs:
             y = thumbs[-1].bottom() + 1 + THUMB_GAP
+
+        thought = thought_body = None
+        if data.thought is not None and not user:
+            text_width = self.small_fm.horizontalAdvance(data.thought.summary())
+            thought = QRect(
+                -ACTION_PAD_X,
+                y,
+                min(width, THOUGHT_CHEVRON + text_width + 2 * ACTION_PAD_X + 2),
+                self._footer_height(),
+            )
+            y += thought.height() + THOUGHT_GAP
+            if thought_document is not None:
+                inner = max(40, width - THOUGHT_INDENT)
+                if thought_document.textWidth() != inner:
+                    thought_document.setTextWidth(inner)
+                thought_body = QRect(THOUGHT_INDENT, y, inner, math.ceil(thought_document.size().height()))
+                y += thought_body.height() + THOUGHT_BODY_GAP
 
         bubble: QRect | None = None
         if user and documents:
@@ -177,7 +204,21 @@ class MessageLayout:
         y += 2
         footer = QRect(0, y, width, self._footer_height())
         y += footer.height() + ROW_PAD_BOTTOM
-        return Geometry(width, y, header, thumbs, bubble, body, pieces, status, progress_bar, stats, footer)
+        return Geometry(
+            width,
+            y,
+            header,
+            thumbs,
+            bubble,
+            body,
+            pieces,
+            status,
+            progress_bar,
+            stats,
+            footer,
+            thought,
+            thought_body,
+        )
 
     def _thumbs(self, count: int, width: int, top: int, user: bool) -> tuple[QRect, ...]:
         """Image thumbnails in lines under the header: from the right under a user's

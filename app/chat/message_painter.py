@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
+    QColor,
     QImage,
     QPainter,
     QPainterPath,
@@ -21,12 +22,29 @@ from PySide6.QtGui import (
 from app.chat.data import ImageThumb, MessageAction, MessageId, MessageState
 from app.chat.lru import LruCache
 from app.chat.message_documents import selection_cursor
-from app.chat.message_layout import BUBBLE_RADIUS, THUMB_SIZE, FooterItem, MessageLayout
+from app.chat.message_layout import (
+    ACTION_PAD_X,
+    BUBBLE_RADIUS,
+    THOUGHT_CHEVRON,
+    THUMB_SIZE,
+    FooterItem,
+    MessageLayout,
+)
 from app.chat.message_rows import Row
 from app.chat.theme import ChatColors
 from engine import Role
 
 THUMB_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class ThoughtPaint:
+    """A reply's thinking block as it is drawn now."""
+
+    summary: str  # "Thought for 3.2 s · 118 tokens"
+    document: QTextDocument | None  # the thinking, while the block is open
+    hovered: bool
+    focused: bool  # the keyboard's focus is on its header
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,7 @@ class RowPaint:
     hovered: MessageAction | None
     selection: tuple[int, int] | None  # anchor, position
     tick: int  # animation step of the writing dots
+    thought: ThoughtPaint | None = None
 
 
 class MessagePainter:
@@ -75,6 +94,9 @@ class MessagePainter:
             painter.fillPath(path, colors.bubble)
             painter.setPen(colors.bubble_border)
             painter.drawPath(path)
+
+        if geom.thought is not None and paint.thought is not None:
+            self._paint_thought(painter, geom.thought, geom.thought_body, paint.thought, origin, clip)
 
         for doc, top, height in paint.documents:
             offset = geom.body.topLeft() + QPoint(0, top)
@@ -110,6 +132,61 @@ class MessagePainter:
             painter.drawText(item.rect, int(Qt.AlignmentFlag.AlignCenter), item.text)
         painter.restore()
 
+    def _paint_thought(
+        self,
+        painter: QPainter,
+        header: QRect,
+        body: QRect | None,
+        thought: ThoughtPaint,
+        origin: QPoint,
+        clip: QRect,
+    ) -> None:
+        """The header as the actions are drawn (muted, lit under the mouse), a chevron that
+        points down while open; the open thinking in muted text right of a thin rule, as a
+        quotation reads: it is the model's, but not its answer."""
+        colors = self.colors
+        painter.save()
+        painter.setFont(self._layout.small_font)
+        if thought.hovered or thought.focused:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(colors.hover)
+            painter.drawRoundedRect(QRectF(header).adjusted(0, 1, 0, -1), 6, 6)
+        if thought.focused:
+            painter.setPen(colors.accent)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(QRectF(header).adjusted(0.5, 1.5, -0.5, -1.5), 6, 6)
+        pen = colors.text if thought.hovered else colors.muted
+        x = header.x() + ACTION_PAD_X
+        cy = header.center().y() + 0.5
+        chevron = QPainterPath()
+        if body is not None:  # open: pointing down
+            chevron.moveTo(x + 1, cy - 2)
+            chevron.lineTo(x + 9, cy - 2)
+            chevron.lineTo(x + 5, cy + 3)
+        else:
+            chevron.moveTo(x + 3, cy - 4)
+            chevron.lineTo(x + 8, cy)
+            chevron.lineTo(x + 3, cy + 4)
+        chevron.closeSubpath()
+        painter.fillPath(chevron, pen)
+        painter.setPen(pen)
+        text_rect = header.adjusted(ACTION_PAD_X + THOUGHT_CHEVRON, 0, 0, 0)
+        align = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
+        painter.drawText(text_rect, int(align), thought.summary)
+        painter.restore()
+        if body is None or thought.document is None:
+            return
+        painter.save()
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(colors.track)
+        painter.drawRoundedRect(QRectF(2, body.y(), 2, body.height()), 1, 1)
+        painter.restore()
+        offset = body.topLeft()
+        visible = QRectF(clip.translated(-origin - offset))
+        visible = visible.intersected(QRectF(0, 0, body.width(), body.height()))
+        if not visible.isEmpty():
+            self._paint_document(painter, thought.document, offset, visible, None, colors.muted)
+
     def _paint_document(
         self,
         painter: QPainter,
@@ -117,12 +194,13 @@ class MessagePainter:
         offset: QPoint,
         visible: QRectF,
         selection: tuple[int, int] | None,
+        color: QColor | None = None,
     ) -> None:
         painter.save()
         painter.translate(offset)
         ctx = QAbstractTextDocumentLayout.PaintContext()
         palette = QPalette(self._palette)
-        palette.setColor(QPalette.ColorRole.Text, self.colors.text)
+        palette.setColor(QPalette.ColorRole.Text, color or self.colors.text)
         ctx.palette = palette
         ctx.clip = visible
         if selection is not None:

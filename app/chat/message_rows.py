@@ -14,6 +14,7 @@ from app.chat.data import (
     MessageId,
     MessageState,
     ReplyStats,
+    Thought,
     format_prefill,
 )
 from app.chat.message_layout import Geometry
@@ -45,12 +46,18 @@ class Row:
     # geometry and documents it was laid out with, so a paint in between neither draws
     # text where it was not measured nor lays it out ahead of time.
     pending: list[str] = field(default_factory=list)
+    pending_thought: Thought | None = None  # the thinking as it now stands, held the same way
     previous: Geometry | None = None  # what geom was before the last change: what is on screen
 
     @property
     def message(self) -> MessageData:
-        """The message with its streamed text, laid out or not."""
-        return replace(self.data, text=self.data.text + "".join(self.pending)) if self.pending else self.data
+        """The message with its streamed text and thinking, laid out or not."""
+        data = self.data
+        if self.pending:
+            data = replace(data, text=data.text + "".join(self.pending))
+        if self.pending_thought is not None:
+            data = replace(data, thought=self.pending_thought)
+        return data
 
     def is_exact(self, width: int) -> bool:
         return self.geom is not None and self.geom.width == width
@@ -122,6 +129,7 @@ class MessageRows:
     def update(self, row: Row, message: MessageData) -> None:
         row.data = message
         row.pending.clear()
+        row.pending_thought = None
         self._growing.discard(row)
         self._set_active(message)
         if not message.state.active:
@@ -137,21 +145,34 @@ class MessageRows:
     def append_text(self, row: Row, text: str) -> bool:
         """Streamed text for a reply, held until ``apply_pending``; the reply is STREAMING
         from now on. Whether this started it."""
+        started = self._start(row)
+        row.pending.append(text)
+        self._growing.add(row)
+        return started
+
+    def set_thought(self, row: Row, thought: Thought) -> bool:
+        """A reply's thinking as it now stands, held like streamed text. Whether this
+        started the reply streaming."""
+        started = self._start(row)
+        row.pending_thought = thought
+        self._growing.add(row)
+        return started
+
+    def _start(self, row: Row) -> bool:
         started = row.data.state is not MessageState.STREAMING
         if started:
             row.data = replace(row.data, state=MessageState.STREAMING)
             self._active.add(row.data.id)
             self.waited(row.data.id)
-        row.pending.append(text)
-        self._growing.add(row)
         return started
 
     def apply_pending(self) -> list[Row]:
         """Streamed text into the rows it was held for, to be laid out; those rows."""
-        grown = [row for row in self._growing if row.pending]
+        grown = [row for row in self._growing if row.pending or row.pending_thought is not None]
         for row in grown:
             row.data = row.message
             row.pending.clear()
+            row.pending_thought = None
             self.invalidate(row)
         self._growing.clear()
         return grown
@@ -285,14 +306,20 @@ class MessageRows:
 
 
 def with_state(
-    data: MessageData, state: MessageState, stats: ReplyStats | None, error: str, text: str | None
+    data: MessageData,
+    state: MessageState,
+    stats: ReplyStats | None,
+    error: str,
+    text: str | None,
+    thought: Thought | None = None,
 ) -> MessageData:
     """A reply ended (or restarted): its statistics kept unless new ones come, its error
-    only while it is FAILED, its text unless the final one is given."""
+    only while it is FAILED, its text and thinking unless the final ones are given."""
     return replace(
         data,
         state=state,
         text=data.text if text is None else text,
         stats=stats if stats is not None else data.stats,
         error=error or (data.error if state is MessageState.FAILED else ""),
+        thought=data.thought if thought is None else thought,
     )

@@ -29,6 +29,7 @@ from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signa
 from PySide6.QtGui import (
     QContextMenuEvent,
     QDesktopServices,
+    QFocusEvent,
     QGuiApplication,
     QKeyEvent,
     QKeySequence,
@@ -42,12 +43,12 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QMenu, QToolTip, QWidget
 
-from app.chat.data import MessageAction, MessageData, MessageId, MessageState, ReplyStats
+from app.chat.data import MessageAction, MessageData, MessageId, MessageState, ReplyStats, Thought
 from app.chat.markdown import MarkdownStyle, code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
 from app.chat.message_layout import FooterItem, Geometry, MessageLayout, column_x
-from app.chat.message_painter import MessagePainter, RowPaint, square_thumbnail
+from app.chat.message_painter import MessagePainter, RowPaint, ThoughtPaint, square_thumbnail
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
 from app.chat.theme import ChatColors, markdown_style
 from app.chat.undo_bar import UndoBar
@@ -103,8 +104,14 @@ class MessageView(QAbstractScrollArea):
         self._selection: Selection | None = None
         self._selecting = False
         self._tick = 0
+        # Thinking blocks the user opened or closed; the rest are open only while thinking.
+        self._thought_open: dict[MessageId, bool] = {}
+        self._hover_thought = -1  # the row whose thinking header is under the mouse
+        self._focus_thought: MessageId | None = None  # the header Tab moved to
 
-        self._documents = MessageDocuments(self, self._style(), self._layout.body_font)
+        self._documents = MessageDocuments(
+            self, self._style(), self._layout.body_font, self._layout.small_font
+        )
         self.render_counts = self._documents.render_counts  # Markdown renders per message
 
         self._scroll = ViewportLayout(
@@ -181,6 +188,43 @@ class MessageView(QAbstractScrollArea):
     def clear(self) -> None:
         self.set_messages(())
 
+    def update_thought(self, message_id: MessageId, thought: Thought) -> None:
+        """A reply's thinking as it now stands (the whole of it, not a delta), laid out
+        with the streamed text on the next event-loop turn. The block is open while the
+        thought is ``active`` and folds when it ends, unless the user chose otherwise."""
+        row = self._rows.get(message_id)
+        if row is None or row.message.thought == thought:
+            return
+        if self._rows.set_thought(row, thought):
+            self._update_indicator_timer()
+        self._scroll.settle_later()
+
+    def thought_open(self, message_id: MessageId) -> bool:
+        """Whether the reply's thinking block shows its text (False: folded, or none)."""
+        row = self._rows.get(message_id)
+        thought = None if row is None else row.message.thought
+        if thought is None:
+            return False
+        return self._thought_open.get(message_id, thought.active)
+
+    def thought_summary(self, message_id: MessageId) -> str:
+        """The thinking block's header ("" without one)."""
+        row = self._rows.get(message_id)
+        thought = None if row is None else row.message.thought
+        return "" if thought is None else thought.summary()
+
+    def toggle_thought(self, message_id: MessageId) -> None:
+        """Open a folded thinking block or fold an open one (a click on its header, or
+        Enter/Space once Tab reached it); the choice holds when the thinking ends."""
+        i = self._rows.find(message_id)
+        if i is None or self._rows[i].message.thought is None:
+            return
+        self._apply_pending()
+        self._thought_open[message_id] = not self.thought_open(message_id)
+        self._rows.invalidate(self._rows[i])
+        self._scroll.settle()
+        self.viewport().update()
+
     def append_delta(self, message_id: MessageId, text: str) -> None:
         """Add streamed text to a reply (the first delta also moves it from PENDING to
         STREAMING). It is laid out on the next event-loop turn (later only after a slow
@@ -222,11 +266,12 @@ class MessageView(QAbstractScrollArea):
         stats: ReplyStats | None = None,
         error: str = "",
         text: str | None = None,
+        thought: Thought | None = None,
     ) -> None:
         """End (or restart) a reply: DONE with stats, CANCELLED, FAILED with the human error."""
         data = self.message(message_id)
         if data is not None:
-            self.update_message(with_state(data, state, stats, error, text))
+            self.update_message(with_state(data, state, stats, error, text, thought))
 
     def message(self, message_id: MessageId) -> MessageData | None:
         """The message as shown, streamed text included."""
@@ -361,7 +406,7 @@ class MessageView(QAbstractScrollArea):
         return markdown_style(palette)
 
     def _restyle(self) -> None:
-        self._documents.restyle(self._style(), self._layout.body_font)
+        self._documents.restyle(self._style(), self._layout.body_font, self._layout.small_font)
         for row in self._rows:
             self._rows.invalidate(row)
 
@@ -398,8 +443,9 @@ class MessageView(QAbstractScrollArea):
         data = row.data
         documents = self._documents.body(data, keep=keep)
         status = self._rows.status(row)[0]
+        thought = self._documents.thought(data) if self.thought_open(data.id) else None
         geom = self._layout.measure(
-            data, documents, self._column_width(), status, data.id in self._rows.progress
+            data, documents, self._column_width(), status, data.id in self._rows.progress, thought
         )
         self._repaint_changed(row, geom)
         self._rows.set_geometry(row, geom)
@@ -415,7 +461,13 @@ class MessageView(QAbstractScrollArea):
             return
         top = self._rows.top(i) - self.verticalScrollBar().value()
         x0 = self._column_x()
-        if old is None or old.width != geom.width or old.height != geom.height or not geom.pieces:
+        if (
+            old is None
+            or old.width != geom.width
+            or old.height != geom.height
+            or not geom.pieces
+            or (old.thought, old.thought_body) != (geom.thought, geom.thought_body)
+        ):
             self.viewport().update(QRect(0, top, self.viewport().width(), geom.height))
             return
         # Frozen pieces never change: from the first piece that moved, or the last (the
@@ -522,6 +574,18 @@ class MessageView(QAbstractScrollArea):
             hovered=hover[1] if hover is not None and hover[0] == i else None,
             selection=(sel.anchor, sel.position) if sel and sel.row_id == data.id and not sel.empty else None,
             tick=self._tick,
+            thought=self._thought_paint(i),
+        )
+
+    def _thought_paint(self, i: int) -> ThoughtPaint | None:
+        data = self._rows[i].data
+        if data.thought is None:
+            return None
+        return ThoughtPaint(
+            summary=data.thought.summary(),
+            document=self._documents.thought(data) if self.thought_open(data.id) else None,
+            hovered=self._hover_thought == i,
+            focused=self._focus_thought == data.id and self.hasFocus(),
         )
 
     # -- mouse, keyboard, menus -----------------------------------------------------
@@ -573,13 +637,15 @@ class MessageView(QAbstractScrollArea):
         hit = self._hit(pos)
         row = -1 if hit is None else hit.row
         action = (hit.row, hit.action) if hit is not None and hit.action is not None else None
-        if row != self._hover_row or action != self._hover_action:
+        thought = hit.row if hit is not None and hit.kind == "thought" else -1
+        if row != self._hover_row or action != self._hover_action or thought != self._hover_thought:
             for old in {self._hover_row, row}:
                 if 0 <= old < len(self._rows):
                     self._update_row(old)
             self._hover_row = row
             self._hover_action = action
-        if hit is not None and hit.kind in ("action", "anchor", "thumb"):
+            self._hover_thought = thought
+        if hit is not None and hit.kind in ("action", "anchor", "thumb", "thought"):
             self.viewport().setCursor(Qt.CursorShape.PointingHandCursor)
         elif hit is not None and hit.kind == "body":
             self.viewport().setCursor(Qt.CursorShape.IBeamCursor)
@@ -601,6 +667,9 @@ class MessageView(QAbstractScrollArea):
         message_id = self._rows[hit.row].data.id
         if hit.kind == "action" and hit.action is pressed.action and hit.action is not None:
             self.trigger_action(message_id, hit.action)
+        elif hit.kind == "thought":
+            self._focus_thought = message_id
+            self.toggle_thought(message_id)
         elif hit.kind == "anchor" and hit.anchor == pressed.anchor:
             self.activate_anchor(message_id, hit.anchor)
         elif hit.kind == "thumb" and hit.thumb == pressed.thumb:
@@ -618,6 +687,7 @@ class MessageView(QAbstractScrollArea):
         self._update_row(hit.row)
 
     def leaveEvent(self, event: QEvent) -> None:
+        self._hover_thought = -1
         if self._hover_row >= 0:
             old, self._hover_row, self._hover_action = self._hover_row, -1, None
             if old < len(self._rows):
@@ -640,6 +710,13 @@ class MessageView(QAbstractScrollArea):
             else:
                 href = hit.anchor
                 menu.addAction("Copy link address", lambda: self._copy(href))
+        thought = self._rows[hit.row].data.thought
+        if thought is not None:
+            shown = self.thought_open(message_id)
+            label = "Hide thinking" if shown else "Show thinking"
+            menu.addAction(label, lambda: self.toggle_thought(message_id))
+            if thought.text:
+                menu.addAction("Copy thinking", lambda: self._copy(thought.text))
         names = {MessageAction.COPY: "Copy message"}
         for action in self._rows.actions(hit.row):
             label = names.get(action, action.value)
@@ -651,6 +728,11 @@ class MessageView(QAbstractScrollArea):
         if event.matches(QKeySequence.StandardKey.Copy) and self.selected_text():
             self._copy(self.selected_text())
             return
+        toggle = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
+        focused = self._focus_thought
+        if event.key() in toggle and focused is not None and self._rows.find(focused) is not None:
+            self.toggle_thought(focused)
+            return
         bar = self.verticalScrollBar()
         if event.key() == Qt.Key.Key_Home:
             self._scroll.follow = False
@@ -661,10 +743,75 @@ class MessageView(QAbstractScrollArea):
             return
         super().keyPressEvent(event)
 
+    # Tab walks the thinking headers (Enter or Space opens or folds the one it is on), then
+    # leaves the view as it would have: replies are painted, not widgets, so the view keeps
+    # this focus itself.
+
+    def _thought_ids(self) -> list[MessageId]:
+        return [row.data.id for row in self._rows if row.message.thought is not None]
+
+    def focusNextPrevChild(self, next: bool) -> bool:
+        ids = self._thought_ids()
+        if ids:
+            current = self._focus_thought
+            if current in ids:
+                k = ids.index(current) + (1 if next else -1)
+            else:
+                k = self._first_visible_thought(ids, next)
+            if 0 <= k < len(ids):
+                self._focus_thought_on(ids[k])
+                return True
+        self._focus_thought_on(None)
+        return super().focusNextPrevChild(next)
+
+    def _first_visible_thought(self, ids: list[MessageId], forward: bool) -> int:
+        """The first thinking header on screen (the last, going back); else the first or last."""
+        value = self.verticalScrollBar().value()
+        seen = [
+            k
+            for k, message_id in enumerate(ids)
+            if value <= self._rows.top(self._rows.find(message_id) or 0) < value + self.viewport().height()
+        ]
+        if seen:
+            return seen[0] if forward else seen[-1]
+        return 0 if forward else len(ids) - 1
+
+    def _focus_thought_on(self, message_id: MessageId | None) -> None:
+        old, self._focus_thought = self._focus_thought, message_id
+        for changed in {old, message_id} - {None}:
+            i = self._rows.find(changed)
+            if i is not None:
+                self._update_row(i)
+        i = None if message_id is None else self._rows.find(message_id)
+        if i is not None:
+            row = self._rows[i]
+            top = self._rows.top(i) + (row.geom.thought.y() if row.geom and row.geom.thought else 0)
+            bar = self.verticalScrollBar()
+            if not bar.value() <= top < bar.value() + self.viewport().height() - 24:
+                self._scroll.follow = False
+                self._scroll.set_scroll(max(0, top - 24))
+                self._scroll.measure_visible()
+
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        super().focusInEvent(event)
+        ids = self._thought_ids()
+        reason = event.reason()
+        if ids and reason in (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason):
+            forward = reason is Qt.FocusReason.TabFocusReason
+            self._focus_thought_on(ids[self._first_visible_thought(ids, forward)])
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        if event.reason() is not Qt.FocusReason.PopupFocusReason:  # the context menu keeps it
+            self._focus_thought_on(None)
+
     def viewportEvent(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ToolTip:
             hit = self._hit(event.pos())  # type: ignore[attr-defined]
             tip = "" if hit is None else tooltip(hit, self._rows[hit.row].data)
+            if hit is not None and hit.kind == "thought":
+                shown = self.thought_open(self._rows[hit.row].data.id)
+                tip = "Hide the thinking" if shown else "Show the thinking"
             if tip:
                 QToolTip.showText(event.globalPos(), tip, self.viewport())  # type: ignore[attr-defined]
             else:

@@ -118,6 +118,16 @@ def test_multibyte_characters_are_never_split_across_deltas(
     assert deltas == ["é", " a", "b", "你", "c", "d"]
 
 
+def test_each_delta_names_the_text_of_each_of_its_tokens(scripted: LoadedModel) -> None:
+    handle = scripted.submit(chat("hello"))
+    deltas = [e for e in handle.events(timeout=TIMEOUT) if isinstance(e, TextDelta)]
+    pieces = [piece for delta in deltas for piece in delta.pieces]
+    assert all("".join(d.pieces) == d.text for d in deltas)
+    # One per token; the bytes of a character are held (""), then it comes whole.
+    assert pieces == ["", "é", " a", "b", "", "", "你", "c", "d"]
+    assert len(pieces) == handle.completion.usage.completion_tokens
+
+
 @pytest.mark.parametrize(
     ("stop", "expected"),
     [
