@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "gui_decode.json"
 CASES = ("headless", "window", "dashboard")
@@ -256,15 +258,22 @@ class VirtualScreen:
             self._proc.terminate()
             self._proc.wait(10)
 
+    def cpu_seconds(self) -> float:
+        """CPU the X server has used so far (it paints what the window sends it)."""
+        if self._proc is None:
+            return 0.0
+        times = psutil.Process(self._proc.pid).cpu_times()
+        return times.user + times.system
+
 
 def run_child(
-    case: str, model: str, tokens: int, display: str, root: Path = REPO, profile: str = ""
+    case: str, model: str, tokens: int, screen: VirtualScreen, root: Path = REPO, profile: str = ""
 ) -> dict[str, Any]:
     """One case in a fresh process, importing ``app`` and ``engine`` from ``root``."""
     env = {
         **os.environ,
         "GGML_NO_BACKTRACE": "1",
-        "DISPLAY": display,
+        "DISPLAY": screen.display,
         "QT_QPA_PLATFORM": "xcb",
         "PYTHONPATH": str(root),
     }
@@ -273,13 +282,16 @@ def run_child(
     if profile:
         args += ["--profile-out", profile]
     load = os.getloadavg()[0]
+    x_before = screen.cpu_seconds()
     out = subprocess.run(args, capture_output=True, text=True, cwd=root, env=env)
+    x_cpu = screen.cpu_seconds() - x_before
     if out.returncode != 0:
         raise RuntimeError(f"{case} failed:\n{out.stderr[-3000:]}")
     if profile:
         print(out.stderr[-20000:], file=sys.stderr)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {**result, "loadavg_1min_before": round(load, 2)}
+    # The X server's CPU over the whole child (load and reply), only in window cases.
+    return {**result, "x_server_cpu_s": round(x_cpu, 2), "loadavg_1min_before": round(load, 2)}
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -301,6 +313,7 @@ def summarize(runs: list[dict[str, Any]], labels: list[str]) -> dict[str, Any]:
             "decode_tps": _spread([r["decode_tps"] for r in rows]),
             "gui_thread_cpu_s": _spread([r["gui_thread_cpu_s"] for r in rows]),
             "other_threads_cpu_s": _spread([r["other_threads_cpu_s"] for r in rows]),
+            "x_server_cpu_s": _spread([r.get("x_server_cpu_s", 0.0) for r in rows]),
             "completion_tokens": sorted({r["completion_tokens"] for r in rows}),
         }
         if label != "headless":
@@ -353,14 +366,14 @@ def main() -> int:
     with VirtualScreen() as screen:
         if args.profile:
             out = Path(tempfile.mkdtemp(prefix="hearth-profile-")) / f"{args.profile}.prof"
-            print(json.dumps(run_child(args.profile, model, tokens, screen.display, profile=str(out))))
+            print(json.dumps(run_child(args.profile, model, tokens, screen, profile=str(out))))
             print(f"profile: {out}")
             return 0
         load_before = os.getloadavg()
         runs = []
         for k in range(rounds):
             for case, label, root in plan:
-                run = {"round": k, "label": label, **run_child(case, model, tokens, screen.display, root)}
+                run = {"round": k, "label": label, **run_child(case, model, tokens, screen, root)}
                 runs.append(run)
                 print(json.dumps(run), flush=True)
         load_after = os.getloadavg()

@@ -23,6 +23,7 @@ a slow layout: see ``ViewportLayout.settle_later``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
@@ -532,6 +533,11 @@ class MessageView(QAbstractScrollArea):
         )
 
     def paintEvent(self, event: QPaintEvent) -> None:
+        started = time.perf_counter()
+        self._paint(event)
+        self._scroll.note_paint(time.perf_counter() - started)
+
+    def _paint(self, event: QPaintEvent) -> None:
         painter = QPainter(self.viewport())
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         if not self._rows:

@@ -20,8 +20,12 @@ from app.chat.message_layout import column_width
 from app.chat.message_rows import MessageRows, Row
 
 MEASURE_SLICE_S = 0.008  # background measuring per event-loop turn
-SLOW_SETTLE_REST = 3  # after a slow streaming layout the event loop gets 3x its cost...
-SLOW_SETTLE_MAX_REST_S = 0.25  # ...up to this
+# Streamed text may take this share of the GUI thread (its layouts and the paints they
+# cause): on two cores every millisecond here is taken from llama.cpp's threads, and the
+# one left waiting spins, so the window costs decode about twice what it spends. A
+# settle of 1 ms waits 33 ms (the engine's ~30 Hz anyway); one of 3 ms, 100 ms.
+STREAM_BUDGET = 0.03
+SLOW_SETTLE_MAX_REST_S = 0.25  # the longest wait between two streamed settles
 
 
 class ViewportLayout(QObject):
@@ -48,6 +52,8 @@ class ViewportLayout(QObject):
         self._measuring = False
         self._settle_posted = False
         self._next_settle = 0.0  # perf_counter() before which a settle_later() waits
+        self._settled_at = 0.0  # when the last streamed settle ended
+        self._settle_cost = 0.0  # its cost, and the cost of the paints since
         self._slow = QTimer(self)
         self._slow.setSingleShot(True)
         self._slow.timeout.connect(self._settle_if_posted)
@@ -79,10 +85,11 @@ class ViewportLayout(QObject):
         """Settle on the next event-loop turn, once however often this is asked for until
         then (as update() does for painting).
 
-        Not a second throttle on streamed text (the engine's ~30 Hz is the one): a settle
-        costing a few ms is never put off. One that cost more (a slow machine, a tail
-        that is one long paragraph or table) puts the next off until the event loop has had
-        ``SLOW_SETTLE_REST`` times its cost, so input and painting keep up."""
+        Streamed text is paced by what it costs: after a settle (and the paint it caused)
+        costing ``c``, the next waits until ``c / STREAM_BUDGET`` has passed (at most
+        ``SLOW_SETTLE_MAX_REST_S``). A cheap settle is never put off beyond the engine's
+        ~30 Hz; a slow machine, or a tail that is one long paragraph or table, gets fewer,
+        larger updates, so decode, input and painting keep up."""
         if self._settle_posted:
             return
         self._settle_posted = True
@@ -109,7 +116,19 @@ class ViewportLayout(QObject):
         self._apply_pending()
         self.settle(repaint=False)
         ended = time.perf_counter()
-        self._next_settle = ended + min(SLOW_SETTLE_MAX_REST_S, SLOW_SETTLE_REST * (ended - started))
+        self._settled_at, self._settle_cost = ended, ended - started
+        self._pace()
+
+    def note_paint(self, seconds: float) -> None:
+        """A paint took ``seconds``: what follows a streamed settle counts toward its cost."""
+        if self._settle_posted or self._settled_at == 0.0:
+            return
+        self._settle_cost += seconds
+        self._pace()
+
+    def _pace(self) -> None:
+        rest = min(SLOW_SETTLE_MAX_REST_S, self._settle_cost / STREAM_BUDGET)
+        self._next_settle = self._settled_at + rest
 
     def set_scroll(self, value: int) -> None:
         self.adjusting = True

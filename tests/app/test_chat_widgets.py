@@ -207,6 +207,31 @@ def test_long_streaming_reply_renders_in_pieces(qtbot, view: MessageView) -> Non
     assert view.code_blocks("r") == tuple(f"x = {k}" for k in range(30))
 
 
+def test_streamed_settles_are_paced_by_what_they_cost(qtbot, view: MessageView) -> None:
+    """After a settle and its paints cost c, the next streamed settle waits c / STREAM_BUDGET
+    (capped), so a slow machine gets fewer, larger updates and decode keeps its CPU."""
+    from app.chat import viewport_layout
+
+    scroll = view._scroll
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    view.append_delta("r", "Hello")
+    scroll.settle_now()
+    settled = scroll._settled_at
+    cost = scroll._settle_cost
+    assert scroll._next_settle == pytest.approx(settled + min(0.25, cost / viewport_layout.STREAM_BUDGET))
+    scroll.note_paint(0.003)  # the paint that followed counts too
+    paced = min(0.25, (cost + 0.003) / viewport_layout.STREAM_BUDGET)
+    assert scroll._next_settle == pytest.approx(settled + paced)
+    scroll.note_paint(1.0)
+    assert scroll._next_settle == pytest.approx(settled + viewport_layout.SLOW_SETTLE_MAX_REST_S)
+    # A delta now waits for the slow timer instead of the next event-loop turn...
+    view.append_delta("r", " world")
+    assert scroll._slow.isActive()
+    # ...and is shown when it fires.
+    qtbot.waitUntil(lambda: not scroll._settle_posted, timeout=2000)
+    assert view.messages()[-1].text == "Hello world"
+
+
 def test_stable_prefix_end() -> None:
     text = "One.\n\nTwo.\n\n```py\nx\n\ny\n```\n\nTail"
     assert text[stable_prefix_end(text) :] == "Tail"
