@@ -240,9 +240,7 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
 
     info = inspect_model(args.file)
     projector = inspect_projector(args.mmproj) if args.mmproj else None
-    gpu_layers = (
-        None if str(args.gpu_layers).lower() == "auto" else _parse_int(args.gpu_layers, "--gpu-layers")
-    )
+    gpu_layers = _gpu_layers(args)
     request = LoadRequest(
         context_per_conversation=args.ctx,
         parallel=args.parallel,
@@ -395,9 +393,7 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
         raise EngineError(f"--parallel must be at least 1, not {args.parallel}.")
     speculation = _speculation(args)
     draft = inspect_model(speculation.draft_path) if speculation and speculation.draft_path else None
-    gpu_layers = (
-        None if str(args.gpu_layers).lower() == "auto" else _parse_int(args.gpu_layers, "--gpu-layers")
-    )
+    gpu_layers = _gpu_layers(args)
     request = LoadRequest(
         context_per_conversation=args.ctx,
         parallel=args.parallel,
@@ -437,6 +433,11 @@ def cmd_setup_default_model(args: argparse.Namespace, paths: AppPaths) -> int:
         print(f"hearth: {problem}", file=sys.stderr)
         return 1
     return 0
+
+
+def _gpu_layers(args: argparse.Namespace) -> int | None:
+    """``--gpu-layers``: ``auto`` (None: as many as fit) or a count."""
+    return None if str(args.gpu_layers).lower() == "auto" else _parse_int(args.gpu_layers, "--gpu-layers")
 
 
 def _parse_int(text: str, option: str) -> int:

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +113,18 @@ def hearth_threads(model: Path) -> int:
 # -- clients ---------------------------------------------------------------------------------
 
 
+async def sse_events(response) -> AsyncIterator[dict]:
+    """The JSON payloads of a server-sent event stream, as they arrive (not [DONE])."""
+    response.raise_for_status()
+    buffer = b""
+    async for data in response.content.iter_any():
+        buffer += data
+        while b"\n\n" in buffer:
+            block, buffer = buffer.split(b"\n\n", 1)
+            if block.startswith(b"data: ") and block != b"data: [DONE]":
+                yield json.loads(block[6:])
+
+
 async def stream_completion(session, url: str, body: dict) -> dict:
     """One streamed request: tokens (chunks with text), time to first text, seconds."""
     started = time.perf_counter()
@@ -119,19 +132,11 @@ async def stream_completion(session, url: str, body: dict) -> dict:
     chunks = 0
     usage = None
     async with session.post(f"{url}/v1/completions", json={**body, "stream": True}) as response:
-        response.raise_for_status()
-        buffer = b""
-        async for data in response.content.iter_any():
-            buffer += data
-            while b"\n\n" in buffer:
-                block, buffer = buffer.split(b"\n\n", 1)
-                if not block.startswith(b"data: ") or block == b"data: [DONE]":
-                    continue
-                event = json.loads(block[6:])
-                if event.get("choices") and event["choices"][0].get("text"):
-                    first = first or time.perf_counter() - started
-                    chunks += 1
-                usage = event.get("usage") or usage
+        async for event in sse_events(response):
+            if event.get("choices") and event["choices"][0].get("text"):
+                first = first or time.perf_counter() - started
+                chunks += 1
+            usage = event.get("usage") or usage
     return {"seconds": time.perf_counter() - started, "ttft": first, "usage": usage}
 
 
@@ -164,21 +169,13 @@ async def chat(session, url: str, messages: list[dict], max_tokens: int, **extra
     started = time.perf_counter()
     first, text, usage = 0.0, [], None
     async with session.post(f"{url}/v1/chat/completions", json=body) as response:
-        response.raise_for_status()
-        buffer = b""
-        async for data in response.content.iter_any():
-            buffer += data
-            while b"\n\n" in buffer:
-                block, buffer = buffer.split(b"\n\n", 1)
-                if not block.startswith(b"data: ") or block == b"data: [DONE]":
-                    continue
-                event = json.loads(block[6:])
-                usage = event.get("usage") or usage
-                if event.get("choices"):
-                    piece = event["choices"][0]["delta"].get("content")
-                    if piece:
-                        first = first or time.perf_counter() - started
-                        text.append(piece)
+        async for event in sse_events(response):
+            usage = event.get("usage") or usage
+            if event.get("choices"):
+                piece = event["choices"][0]["delta"].get("content")
+                if piece:
+                    first = first or time.perf_counter() - started
+                    text.append(piece)
     return {"text": "".join(text), "ttft": first, "usage": usage}
 
 
