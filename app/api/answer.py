@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from app.api.bridge import EngineStream
-from app.api.errors import ApiError, ErrorType, from_engine_error
+from app.api.errors import ApiError, ErrorType, from_engine_error, server_stopping
 from app.api.logprobs import chat_logprobs, completion_logprobs
 from app.api.mapping import Endpoint, GenerationSpec
 from app.api.output import OutputShaper, Piece
@@ -66,6 +66,12 @@ async def stream_answer(
     while True:
         if isinstance(event, TextDelta):
             await writer.delta(event.text, event.logprobs)
+        elif isinstance(event, Completed) and stream.server_stopping:
+            error = server_stopping()
+            finished(event.completion, None)
+            await sse.send(error.body())  # no finish reason, no [DONE]: the reply is cut short
+            await sse.response.write_eof()
+            return sse.response, StreamEnd(event.completion, error)
         elif isinstance(event, Completed):
             await writer.end(event.completion, finished)
             if spec.include_usage:

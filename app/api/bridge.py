@@ -32,6 +32,7 @@ class EngineStream:
         self._handle: RequestHandle | None = None
         self._drain_pending = False  # written by both threads; each write is atomic under the GIL
         self._finished = False
+        self.server_stopping = False  # cancelled because the server stops, not by its client
 
     @classmethod
     def submit(cls, model: LoadedModel, request: ChatRequest) -> EngineStream:
@@ -49,9 +50,11 @@ class EngineStream:
         """The engine's last event (Completed or Failed) has been taken from the stream."""
         return self._finished
 
-    def cancel(self) -> None:
-        """Stop the request (its sequence is freed at the next tick); harmless once it ended."""
+    def cancel(self, server_stopping: bool = False) -> None:
+        """Stop the request (its sequence is freed at the next tick); harmless once it ended.
+        ``server_stopping``: the reply is cut short, so the client is told so, not "stop"."""
         if self._handle is not None and not self._handle.done:
+            self.server_stopping = self.server_stopping or server_stopping
             self._handle.cancel()
 
     async def next_event(self) -> object:

@@ -76,6 +76,14 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
     return ApiError(400, message, ErrorType.INVALID_REQUEST, param, code)
 
 
+def server_stopping() -> ApiError:
+    """A reply cut short because the server stops (a client must not take it as complete)."""
+    return ApiError(
+        503, "Hearth's server stopped before the reply was finished.", ErrorType.UNAVAILABLE,
+        code="server_stopping", retry_after=5,
+    )  # fmt: skip
+
+
 def no_model() -> ApiError:
     return ApiError(
         503, "No model is loaded in Hearth: load one first.", ErrorType.UNAVAILABLE, code="model_not_loaded",

@@ -25,7 +25,7 @@ from app.api import metrics
 from app.api.answer import stream_answer, whole_answer
 from app.api.body import LARGE_BODY, read_json
 from app.api.bridge import EngineStream
-from app.api.errors import ApiError, ErrorType, from_engine_error, no_model
+from app.api.errors import ApiError, ErrorType, from_engine_error, no_model, server_stopping
 from app.api.mapping import Endpoint, GenerationSpec, ModelFacts, map_request
 from app.api.metrics import ServerCounters
 from app.api.output import OutputShaper
@@ -258,6 +258,8 @@ async def _admitted(stream: EngineStream) -> object:
 async def _completion(stream: EngineStream) -> Completion:
     async for event in stream:
         if isinstance(event, Completed):
+            if stream.server_stopping:
+                raise server_stopping()
             return event.completion
         if isinstance(event, Failed):
             raise from_engine_error(event.error)

@@ -114,7 +114,7 @@ class ApiServer:
         if runner is None:
             return
         for stream in list(self.state.streams):
-            stream.cancel()
+            stream.cancel(server_stopping=True)
         await runner.cleanup()
 
 

@@ -4,6 +4,7 @@ streams with an error instead of a hang."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -15,7 +16,7 @@ import pytest
 
 from app.api.request_log import CLIENT_CLOSED
 from engine import SlotState
-from tests.api_support import ServerThread, active_sequences, load, wait_until
+from tests.api_support import TIMEOUT, ServerThread, active_sequences, load, wait_until
 
 LONG = {"temperature": 0, "repeat_penalty": 1.0}
 HELLO = [{"role": "user", "content": "hello"}]
@@ -172,3 +173,26 @@ def test_unloading_mid_stream_ends_the_stream_with_an_error(looping_model: Path)
         assert "unloaded" in str(caught.value.message)
         status, body = server.post_json("/v1/chat/completions", {"messages": HELLO})
         assert status == 503 and "No model" in body["error"]["message"]
+
+
+def test_a_server_that_stops_mid_stream_says_the_reply_was_cut_short(looping_model: Path) -> None:
+    """Not finish_reason "stop": a client (Hearth's remote chats among them) must not keep a
+    cut reply as complete."""
+    model = load(looping_model, parallel=2)
+    try:
+        with ServerThread(lambda: model) as server:
+            stream = server.client().chat.completions.create(
+                model="m", messages=HELLO, max_tokens=100_000, stream=True, extra_body=LONG
+            )
+            chunks = iter(stream)
+            next(chunks)
+            stopping = asyncio.run_coroutine_threadsafe(server.server.stop(), server.loop)
+            reasons = []
+            with pytest.raises(openai.APIError) as caught:
+                for chunk in chunks:
+                    reasons += [c.finish_reason for c in chunk.choices if c.finish_reason]
+            stopping.result(TIMEOUT)
+            assert "stopped before the reply was finished" in str(caught.value.message)
+            assert reasons == []
+    finally:
+        model.unload()
