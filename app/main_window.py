@@ -501,13 +501,13 @@ class MainWindow(QMainWindow):
         if info is None:
             return
         remote = self.session.remote
-        self.remote_panel.show_model(info, remote is not None and remote.info.key == info.key)
+        self.remote_panel.show_model(info, remote is not None and remote.info == info)
         self.details_stack.setCurrentWidget(self.remote_panel)
 
     def _on_remote_ready(self, model: RemoteModel) -> None:
         self.status_label.setText(f"{model.label.name} on {model.info.endpoint.title} answers your chats.")
         shown = self.remote_panel.info
-        self.remote_panel.set_in_use(shown is not None and shown.key == model.info.key)
+        self.remote_panel.set_in_use(shown == model.info)
         self.show_page(Page.CHATS)
         self.composer.focus_input()
 

@@ -12,6 +12,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QWidget
 
 from app.chat import MessageView
+from app.key_vault import KeyVault
 from app.main_window import MainWindow
 from app.model_session import SessionState
 from app.paths import AppPaths
@@ -32,9 +33,10 @@ def show_widget(qtbot, widget: QWidget, width: int, height: int, *, exposed: boo
     return widget
 
 
-def open_window(qtbot, paths: AppPaths, hardware: HardwareSnapshot) -> MainWindow:
-    """A shown, started main window on ``paths``, once its library scan has finished."""
-    window = MainWindow(paths, hardware=hardware)
+def open_window(qtbot, paths: AppPaths, hardware: HardwareSnapshot, keys: KeyVault | None = None) -> MainWindow:
+    """A shown, started main window on ``paths``, once its library scan has finished;
+    ``keys``: where remote servers' keys go (the system keyring when None)."""
+    window = MainWindow(paths, hardware=hardware, keys=keys)
     qtbot.addWidget(window)
     window.show()
     window.start()
