@@ -33,7 +33,9 @@ def show_widget(qtbot, widget: QWidget, width: int, height: int, *, exposed: boo
     return widget
 
 
-def open_window(qtbot, paths: AppPaths, hardware: HardwareSnapshot, keys: KeyVault | None = None) -> MainWindow:
+def open_window(
+    qtbot, paths: AppPaths, hardware: HardwareSnapshot, keys: KeyVault | None = None
+) -> MainWindow:
     """A shown, started main window on ``paths``, once its library scan has finished;
     ``keys``: where remote servers' keys go (the system keyring when None)."""
     window = MainWindow(paths, hardware=hardware, keys=keys)
