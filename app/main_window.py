@@ -465,7 +465,7 @@ class MainWindow(QMainWindow):
 
     def _on_scan_finished(self) -> None:
         counts = self.library.counts()
-        if counts.models == 0 and self.session.model is None:
+        if counts.models == 0 and self.session.model is None and self.session.remote is None:
             # First run (or an empty library): show how to add models, not an empty chat.
             self.show_page(Page.MODELS)
         elif self.library_panel.selected_entry() is None:

@@ -25,7 +25,9 @@ from app.widgets.nav_rail import Page
 from engine import RemoteEndpoint, RemoteModelInfo
 from engine.chat import Role
 from engine.hardware import HardwareSnapshot
+from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.api_support import Serve, ServerThread, load
+from tests.app.test_gui_thinking import MARKERS, TEMPLATE
 from tests.conftest import SCRIPT_TEXT
 from tests.helpers import WAIT, click_footer, last, open_window, send, set_max_tokens
 
@@ -316,3 +318,28 @@ def test_without_a_keyring_the_key_is_kept_for_the_session_only(
             assert KEY not in str(window.store.get_setting(SERVERS_KEY))
     finally:
         window.close()
+
+
+def test_a_remote_reasoning_models_thinking_shows_apart_from_its_answer(
+    qtbot, remote_window: MainWindow, tmp_path: Path
+) -> None:
+    # The server sends the thinking as reasoning_content; the window shows it as it shows
+    # a local model's: in its block, never in the reply's text.
+    spec = TinyTextSpec(
+        script=("<think>", "\u2581a", "b", "</think>", "c", "d", "<|im_end|>"),
+        control_tokens=MARKERS,
+        chat_template=TEMPLATE,
+    )
+    served = load(write_tiny_text_model(tmp_path / "thinker.gguf", spec), parallel=1)
+    try:
+        with ServerThread(lambda: served) as server:
+            add_server(qtbot, remote_window, server.base_url)
+            use_remote_model(qtbot, remote_window, "thinker")
+            send(qtbot, remote_window, "hi")
+            reply = last(remote_window, Role.ASSISTANT)
+            assert reply.text == "cd" and reply.state is MessageState.DONE
+            assert reply.thought is not None and reply.thought.text.strip() == "ab"
+            stored = remote_window.store.get_message(reply.id)
+            assert stored.text == "cd" and stored.thinking.text.strip() == "ab"
+    finally:
+        served.unload()
