@@ -193,7 +193,9 @@ class LibraryPanel(QWidget):
 
     def _server_row(self, listing: ServerListing) -> list[QStandardItem]:
         """A server (its name and status) with its models beneath it."""
-        name = QStandardItem(f"{listing.title} — {listing.status_text()}")
+        # The picker is narrow: "offline" here, why in the tooltip and under Settings.
+        short = "offline" if listing.state is ListingState.OFFLINE else listing.status_text()
+        name = QStandardItem(f"{listing.title} — {short}")
         name.setToolTip(f"Remote server {listing.server.base_url}\n{listing.status_text()}")
         name.setSelectable(False)
         cells = [name, QStandardItem(""), QStandardItem(""), QStandardItem("")]

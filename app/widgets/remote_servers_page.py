@@ -102,6 +102,7 @@ class RemoteServersPage(QWidget):
                 self.tree.setCurrentItem(item)
         for column in range(2):
             self.tree.resizeColumnToContents(column)
+            self.tree.setColumnWidth(column, self.tree.columnWidth(column) + 16)  # air between columns
         keys = self.servers.keys
         self.key_note.setText(
             keys.problem or "API keys are kept in the system keyring, never in Hearth's files."
