@@ -1,8 +1,9 @@
 """The remote servers the user added (Settings → Remote servers) and the models each lists.
 
 The list is a setting in the store (base URL and name only); each server's API key is in
-the ``KeyVault``. Listing (GET /v1/models) runs on a worker thread; its answer comes back
-as a signal in the GUI thread, so an unreachable server never blocks the window.
+the ``KeyVault``. The keyring (which may wait on D-Bus or an unlock prompt) and listing
+(GET /v1/models) are used on a worker thread; answers come back as a signal in the GUI
+thread, so neither a slow keyring nor an unreachable server blocks the window.
 """
 
 from __future__ import annotations
@@ -100,21 +101,23 @@ class RemoteServers(QObject):
         """Remember a server (its key in the keyring) and list its models. Raises
         RemoteBadUrl for an address that is not one; adding a known URL again updates it."""
         server = RemoteServer(normalize_base_url(url), name.strip())
-        self.keys.set(server.base_url, api_key.strip())
         self._servers = [s for s in self._servers if s.base_url != server.base_url] + [server]
         self._save()
-        self.refresh(server.base_url)
+        self.refresh(server.base_url, new_key=api_key.strip())
         return server
 
     def remove(self, base_url: str) -> None:
         self._servers = [s for s in self._servers if s.base_url != base_url]
         self._listings.pop(base_url, None)
-        self.keys.delete(base_url)
+        self._asked.pop(base_url, None)  # a listing still on its way is dropped
+        if not self._shut_down:
+            self._pool.submit(self.keys.delete, base_url)
         self._save()
         self.changed.emit()
 
-    def refresh(self, base_url: str | None = None) -> None:
-        """List the models of one server (or of all) again, in the background."""
+    def refresh(self, base_url: str | None = None, new_key: str | None = None) -> None:
+        """List the models of one server (or of all) again, in the background; ``new_key``:
+        keep this key for it first (in the keyring, or for the session)."""
         if self._shut_down:
             return
         for server in self._servers:
@@ -123,8 +126,7 @@ class RemoteServers(QObject):
             self._generation += 1
             generation = self._asked[server.base_url] = self._generation
             self._listings[server.base_url] = ServerListing(server, ListingState.CHECKING)
-            endpoint = self.endpoint(server)
-            self._pool.submit(self._list, endpoint, generation)
+            self._pool.submit(self._list, server, generation, new_key)
         self.changed.emit()
 
     def shutdown(self) -> None:
@@ -133,7 +135,10 @@ class RemoteServers(QObject):
 
     # -- the worker ----------------------------------------------------------------------------
 
-    def _list(self, endpoint: RemoteEndpoint, generation: int) -> None:
+    def _list(self, server: RemoteServer, generation: int, new_key: str | None) -> None:
+        if new_key is not None:
+            self.keys.set(server.base_url, new_key)
+        endpoint = self.endpoint(server)
         try:
             answer: object = list_models(endpoint)
         except EngineError as exc:
