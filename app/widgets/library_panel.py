@@ -37,6 +37,7 @@ ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1
 PATH_ROLE = Qt.ItemDataRole.UserRole + 2
 REMOTE_ROLE = Qt.ItemDataRole.UserRole + 3  # a remote model's RemoteModelInfo
 REMOTE_KEY_ROLE = Qt.ItemDataRole.UserRole + 4  # its (base URL, model id), to select it again
+SERVER_ROLE = Qt.ItemDataRole.UserRole + 5  # a remote server's row: its base URL
 COLUMNS = ("Model", "Size", "Quant", "On disk")
 COLUMN_TIPS = {
     "Size": "The size label in the file (usually from the model's name); the model page also shows "
@@ -157,9 +158,18 @@ class LibraryPanel(QWidget):
         self._rebuild()
 
     def set_remote(self, listings: tuple[ServerListing, ...]) -> None:
-        """The remote servers, each with the models it lists (or why it lists none)."""
+        """The remote servers, each with the models it lists (or why it lists none). Only
+        their rows are replaced: a local model selected stays selected, untouched (its
+        panel keeps what the user was editing)."""
         self._remote = tuple(listings)
-        self._rebuild()
+        selected_remote = self.tree.currentIndex().data(REMOTE_KEY_ROLE)
+        for row in reversed(range(self.model.rowCount())):
+            if self.model.item(row, 0).data(SERVER_ROLE) is not None:
+                self.model.removeRow(row)
+        self._append_remote()
+        self._show_rows()
+        if selected_remote is not None:
+            self.select_remote(tuple(selected_remote.split("\n", 1)))  # type: ignore[arg-type]
 
     def _rebuild(self) -> None:
         entries = self._entries
@@ -179,17 +189,25 @@ class LibraryPanel(QWidget):
                 if projector is not None:
                     row[0].appendRow(self._row(projector, child=True))
             self.model.appendRow(row)
-        for listing in self._remote:
-            self.model.appendRow(self._server_row(listing))
+        self._append_remote()
         self.tree.expandAll()
-        self.tree.fit_columns()
-        shown = bool(entries) or bool(self._remote)
-        self.empty_label.setVisible(not shown)
-        self.tree.setVisible(shown)
+        self._show_rows()
         if selected is not None:
             self.select_path(selected)
         elif selected_remote is not None:
             self.select_remote(tuple(selected_remote.split("\n", 1)))  # type: ignore[arg-type]
+
+    def _append_remote(self) -> None:
+        for listing in self._remote:
+            row = self._server_row(listing)
+            self.model.appendRow(row)
+            self.tree.setExpanded(self.proxy.mapFromSource(row[0].index()), True)
+
+    def _show_rows(self) -> None:
+        self.tree.fit_columns()
+        shown = bool(self._entries) or bool(self._remote)
+        self.empty_label.setVisible(not shown)
+        self.tree.setVisible(shown)
 
     def _server_row(self, listing: ServerListing) -> list[QStandardItem]:
         """A server (its name and status) with its models beneath it."""
@@ -198,6 +216,7 @@ class LibraryPanel(QWidget):
         name = QStandardItem(f"{listing.title} — {short}")
         name.setToolTip(f"Remote server {listing.server.base_url}\n{listing.status_text()}")
         name.setSelectable(False)
+        name.setData(listing.server.base_url, SERVER_ROLE)
         cells = [name, QStandardItem(""), QStandardItem(""), QStandardItem("")]
         if listing.state is ListingState.OFFLINE:
             name.setForeground(QBrush(INVALID_COLOR))

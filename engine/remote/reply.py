@@ -144,6 +144,9 @@ class RemoteReply:
             self._pending.append(THINK_CLOSE)
 
     def _fail(self, exc: BaseException | None) -> None:
+        import httpx  # here, as in endpoint.py: importing engine.remote stays cheap
+        import openai
+
         with self._lock:
             if self._ended:
                 return  # stopped: the closed connection is why the stream broke
@@ -153,7 +156,11 @@ class RemoteReply:
                 # Text arrived: keep it. Whatever broke, the reply can be continued.
                 self._close_reasoning()
                 self._flush_locked()
-                error = RemoteInterrupted(f"Interrupted: the connection to {where} was lost mid-reply")
+                if exc is None or isinstance(exc, (httpx.TransportError, openai.APIConnectionError)):
+                    why = f"the connection to {where} was lost mid-reply"
+                else:  # the server said why (an error event in the stream)
+                    why = translate(exc, where, READ_TIMEOUT_S).message.rstrip(".")
+                error = RemoteInterrupted(f"Interrupted: {why}")
             elif exc is None:
                 error = RemoteRefused(f"{where} ended the reply before it began.")
             else:

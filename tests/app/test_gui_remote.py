@@ -29,7 +29,7 @@ from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.api_support import Serve, ServerThread, load
 from tests.app.test_gui_thinking import MARKERS, TEMPLATE
 from tests.conftest import SCRIPT_TEXT
-from tests.helpers import WAIT, click_footer, last, open_window, send, set_max_tokens
+from tests.helpers import WAIT, add_and_select, click_footer, last, open_window, send, set_max_tokens
 
 KEY = "s3cret-remote-key"
 
@@ -344,3 +344,19 @@ def test_a_remote_reasoning_models_thinking_shows_apart_from_its_answer(
             assert stored.text == "cd" and stored.thinking.text.strip() == "ab"
     finally:
         served.unload()
+
+
+def test_a_listing_arriving_leaves_the_local_model_being_edited_alone(
+    qtbot, remote_window: MainWindow, scripted_server: ServerThread, tiny_model: Path
+) -> None:
+    add_and_select(qtbot, remote_window, tiny_model)
+    remote_window.model_panel.ctx_spin.setValue(768)
+    add_server(qtbot, remote_window, scripted_server.base_url)
+    remote_window.remote_servers.refresh()
+    qtbot.waitUntil(
+        lambda: [x.state for x in remote_window.remote_servers.listings()] == [ListingState.ONLINE], timeout=WAIT
+    )
+    assert remote_window.library_panel.selected_path() == tiny_model
+    assert remote_window.details_stack.currentWidget() is remote_window.model_panel
+    assert remote_window.model_panel.ctx_spin.value() == 768
+    assert picker_rows(remote_window)[-2:] == [f"127.0.0.1:{scripted_server.port} — 1 model", "  scripted"]
