@@ -353,9 +353,8 @@ def test_a_listing_arriving_leaves_the_local_model_being_edited_alone(
     remote_window.model_panel.ctx_spin.setValue(768)
     add_server(qtbot, remote_window, scripted_server.base_url)
     remote_window.remote_servers.refresh()
-    qtbot.waitUntil(
-        lambda: [x.state for x in remote_window.remote_servers.listings()] == [ListingState.ONLINE], timeout=WAIT
-    )
+    servers = remote_window.remote_servers
+    qtbot.waitUntil(lambda: [x.state for x in servers.listings()] == [ListingState.ONLINE], timeout=WAIT)
     assert remote_window.library_panel.selected_path() == tiny_model
     assert remote_window.details_stack.currentWidget() is remote_window.model_panel
     assert remote_window.model_panel.ctx_spin.value() == 768
