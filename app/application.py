@@ -9,6 +9,7 @@ from pathlib import Path
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
+from app.gui_garbage import GuiThreadCollector
 from app.paths import AppPaths
 from app.resources import resource_path
 
@@ -23,6 +24,8 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     icon = resource_path("hearth.svg")
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))
+    if getattr(app, "garbage", None) is None:
+        app.garbage = GuiThreadCollector(app)  # type: ignore[attr-defined]
     return app  # type: ignore[return-value]
 
 
@@ -62,5 +65,6 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
     # Delete the application while Python is alive: Qt's exit handlers would otherwise
     # destroy objects whose Python wrappers are already gone (a crash on quit).
     del window
+    app.garbage.stop()  # type: ignore[attr-defined]
     app.shutdown()
     return 0

@@ -6,9 +6,19 @@ from pathlib import Path
 
 import pytest
 
+from app.gui_garbage import GuiThreadCollector
 from app.paths import AppPaths, resolve_paths
 from engine.hardware import HardwareSnapshot
 from tests.helpers import open_window
+
+
+@pytest.fixture(autouse=True)
+def gui_thread_garbage(qapp):
+    """Cycles collected on the GUI thread only, as in the app (app/gui_garbage.py)."""
+    collector = GuiThreadCollector()
+    yield
+    collector.stop()
+    collector.deleteLater()
 
 
 @pytest.fixture()
