@@ -8,6 +8,8 @@ this session only, and ``problem`` says so in one line for the settings to show.
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 SERVICE = "Hearth remote servers"  # the keyring's service name; the user name is the base URL
@@ -42,29 +44,55 @@ def system_keyring() -> tuple[KeyringBackend | None, str]:
 
 
 class KeyVault:
-    """``get``/``set``/``delete`` a server's key; falls back to memory where the keyring fails."""
+    """``get``/``set``/``delete`` a server's key; falls back to memory where the keyring fails.
 
-    def __init__(self, backend: KeyringBackend | None = None, problem: str = "") -> None:
+    Thread-safe: the remote servers use it from their worker thread.
+    """
+
+    def __init__(
+        self,
+        backend: KeyringBackend | None = None,
+        problem: str = "",
+        find: Callable[[], tuple[KeyringBackend | None, str]] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._find = find  # looks for the system keyring when first needed
         self._backend = backend
-        self.problem = problem if backend is not None or problem else NO_KEYRING
+        self._problem = problem if backend is not None or problem or find else NO_KEYRING
         self._session: dict[str, str] = {}  # keys the keyring could not take
 
     @classmethod
     def system(cls) -> KeyVault:
-        backend, problem = system_keyring()
-        return cls(backend, problem)
+        """The system keyring, looked for on first use (on Linux that asks D-Bus, which the
+        window's start should not wait for)."""
+        return cls(find=system_keyring)
+
+    def _resolved(self) -> KeyringBackend | None:
+        with self._lock:
+            if self._find is not None:
+                self._backend, self._problem = self._find()
+                self._find = None
+            return self._backend
+
+    @property
+    def problem(self) -> str:
+        """Why keys are kept for this session only ("" when they go to the keyring)."""
+        self._resolved()
+        return self._problem
 
     @property
     def persistent(self) -> bool:
-        return self._backend is not None and not self.problem
+        return self._resolved() is not None and not self._problem
 
     def get(self, base_url: str) -> str:
-        if base_url in self._session:
-            return self._session[base_url]
-        if self._backend is None:
+        backend = self._resolved()
+        with self._lock:
+            if base_url in self._session:
+                return self._session[base_url]
+        if backend is None:
             return ""
         try:
-            return self._backend.get_password(SERVICE, base_url) or ""
+            return backend.get_password(SERVICE, base_url) or ""
         except Exception:  # a locked or broken keyring reads as no key; the server says 401
             return ""
 
@@ -72,17 +100,22 @@ class KeyVault:
         if not key:
             self.delete(base_url)
             return
-        if self._backend is not None:
+        backend = self._resolved()
+        if backend is not None:
             try:
-                self._backend.set_password(SERVICE, base_url, key)
-                self._session.pop(base_url, None)
+                backend.set_password(SERVICE, base_url, key)
+                with self._lock:
+                    self._session.pop(base_url, None)
                 return
             except Exception:
-                self.problem = NO_KEYRING
-        self._session[base_url] = key
+                self._problem = NO_KEYRING
+        with self._lock:
+            self._session[base_url] = key
 
     def delete(self, base_url: str) -> None:
-        self._session.pop(base_url, None)
-        if self._backend is not None:
+        backend = self._resolved()
+        with self._lock:
+            self._session.pop(base_url, None)
+        if backend is not None:
             with contextlib.suppress(Exception):  # nothing stored under it
-                self._backend.delete_password(SERVICE, base_url)
+                backend.delete_password(SERVICE, base_url)

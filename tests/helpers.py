@@ -142,3 +142,19 @@ def click_footer(qtbot, view: MessageView, message_id: object, text: str) -> Non
     """Scroll a message into view and click ``text`` on the actions line under it."""
     view.scroll_to_message(message_id)
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=footer_point(view, message_id, text))
+
+
+class MemoryKeyring:
+    """A system keyring stand-in: the tests never touch the user's own."""
+
+    def __init__(self) -> None:
+        self.saved: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.saved.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.saved[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.saved.pop((service, username), None)

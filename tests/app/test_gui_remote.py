@@ -29,25 +29,18 @@ from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.api_support import Serve, ServerThread, load
 from tests.app.test_gui_thinking import MARKERS, TEMPLATE
 from tests.conftest import SCRIPT_TEXT
-from tests.helpers import WAIT, add_and_select, click_footer, last, open_window, send, set_max_tokens
+from tests.helpers import (
+    WAIT,
+    MemoryKeyring,
+    add_and_select,
+    click_footer,
+    last,
+    open_window,
+    send,
+    set_max_tokens,
+)
 
 KEY = "s3cret-remote-key"
-
-
-class MemoryKeyring:
-    """A system keyring stand-in: the tests never touch the user's own."""
-
-    def __init__(self) -> None:
-        self.saved: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.saved.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.saved[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.saved.pop((service, username), None)
 
 
 @pytest.fixture()
