@@ -65,8 +65,7 @@ class RemoteServersPage(QWidget):
         self.error_label = QLabel()
         self.error_label.setObjectName("remoteError")
         self.error_label.setStyleSheet("color: #d62728;")
-        self.error_label.setWordWrap(True)
-        self.error_label.setVisible(False)
+        self.error_label.setWordWrap(True)  # empty, not hidden: it keeps Add server at the right
         self.key_note = QLabel()
         self.key_note.setWordWrap(True)
         self.key_note.setEnabled(False)  # the quiet colour
@@ -118,9 +117,8 @@ class RemoteServersPage(QWidget):
             self.servers.add(self.url_edit.text(), self.key_edit.text(), self.name_edit.text())
         except RemoteError as exc:
             self.error_label.setText(exc.message)
-            self.error_label.setVisible(True)
             return
-        self.error_label.setVisible(False)
+        self.error_label.clear()
         for edit in (self.name_edit, self.url_edit, self.key_edit):
             edit.clear()
 
