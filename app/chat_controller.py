@@ -113,6 +113,7 @@ class _ReplyInFlight:
     stage: ReplyStage = ReplyStage.WAITING
     read_percent: int = 0  # of the prompt, while READING
     started: float = field(default_factory=time.monotonic)
+    resumed: bool = False  # continuing a reply that was cut off
 
     @property
     def text(self) -> str:
@@ -558,7 +559,9 @@ class ChatController(QObject):
         except EngineError as exc:
             self._fail_to_start(reply, exc)
             return
-        stream = _ReplyInFlight(conversation_id, reply.id, None, split, saved=(reply.text, reply.thinking))
+        stream = _ReplyInFlight(
+            conversation_id, reply.id, None, split, saved=(reply.text, reply.thinking), resumed=resume
+        )
 
         def connect(handle: RequestHandle) -> None:
             stream.handle = handle
@@ -689,9 +692,12 @@ class ChatController(QObject):
         if self._closing:
             return
         stream.split.finish(time.monotonic())
-        if isinstance(error, ReplyInterrupted) and (stream.text or stream.split.thought):
-            # Cut off, not refused (a remote server went away mid-reply): what it said
-            # stands, as after a crash, and Continue goes on from there.
+        too_long = isinstance(error, PromptTooLong)
+        cut_off = isinstance(error, ReplyInterrupted) or (stream.resumed and not too_long)
+        if cut_off and (stream.text or stream.split.thought):
+            # Cut off, not refused (a remote server went away mid-reply), or a Continue that
+            # could not go on (the server is still away): what it said stands, as after a
+            # crash, and Continue stays offered.
             self.store.finish_reply(
                 stream.message_id, stream.text, StoredState.INTERRUPTED, error=error.message,
                 thinking=stream.thinking(),
@@ -699,7 +705,6 @@ class ChatController(QObject):
             self._end(stream, MessageState.INTERRUPTED, error=error.message)
             self.status.emit(error.message)
             return
-        too_long = isinstance(error, PromptTooLong)
         self.store.finish_reply(
             stream.message_id,
             stream.text,

@@ -251,7 +251,7 @@ class MessageRows:
             return "waiting for the model…", "muted"
         if state is MessageState.INTERRUPTED:
             # Why, when it is known (a remote server that went away mid-reply).
-            return (data.error or "Interrupted") + " — continue or regenerate", "warning"
+            return (data.error.rstrip(".") or "Interrupted") + " — continue or regenerate", "warning"
         if state is MessageState.FAILED:
             return data.error or "The reply failed.", "error"
         if state is MessageState.CANCELLED:

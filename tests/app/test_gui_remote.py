@@ -238,6 +238,15 @@ def test_a_server_killed_mid_reply_leaves_it_interrupted_and_continue_goes_on(
         stored = remote_window.store.messages(remote_window.chat.current_id)[-1]
         assert stored.state is Stored.INTERRUPTED and stored.text == reply.text and len(stored.text) > 20
 
+        # Continue while it is still away: refused in one line, the reply kept as it was.
+        click_footer(qtbot, remote_window.message_view, reply.id, "Continue")
+        qtbot.waitUntil(lambda: remote_window.chat.streaming == 0, timeout=WAIT)
+        refused = f"Cannot reach 127.0.0.1:{port}: connection refused."
+        assert remote_window.status_label.text() == refused
+        still = last(remote_window, Role.ASSISTANT)
+        assert (still.id, still.state, still.text) == (reply.id, MessageState.INTERRUPTED, reply.text)
+        assert remote_window.message_view.status_text(reply.id) == f"{refused[:-1]} — continue or regenerate"
+
         # Back on the same port: Continue goes on from the text it had.
         serve = Serve(*args)
         serve.address()
