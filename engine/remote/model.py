@@ -63,12 +63,6 @@ class RemoteModel:
         if reply is not None:
             reply.cancel()
 
-    def cancel_all(self) -> None:
-        with self._lock:
-            replies, self._replies = list(self._replies.values()), {}
-        for reply in replies:
-            reply.cancel()
-
     def measure_prompt(self, request: ChatRequest) -> Future:
         future: Future = Future()
         future.set_exception(CannotMeasure("The server counts this prompt's tokens when it is sent."))

@@ -106,7 +106,6 @@ class RemoteReply:
 
     def _take(self, chunk: Any) -> None:
         parts = chunk_parts(chunk)
-        self._chunks += 1
         self._usage = parts.usage or self._usage
         self._timings = parts.timings or self._timings
         self._finish = parts.finish_reason or self._finish
@@ -125,6 +124,7 @@ class RemoteReply:
             pieces.append(parts.content)
         if not pieces:
             return
+        self._chunks += 1  # about a token each: the count when the server reports no usage
         now = time.monotonic()
         with self._lock:
             if self._ended:
