@@ -360,3 +360,18 @@ def test_a_listing_arriving_leaves_the_local_model_being_edited_alone(
     assert remote_window.details_stack.currentWidget() is remote_window.model_panel
     assert remote_window.model_panel.ctx_spin.value() == 768
     assert picker_rows(remote_window)[-2:] == [f"127.0.0.1:{scripted_server.port} — 1 model", "  scripted"]
+
+
+def test_editing_a_message_to_a_remote_model_branches_as_with_a_local_one(
+    qtbot, remote_window: MainWindow, scripted_server: ServerThread
+) -> None:
+    add_server(qtbot, remote_window, scripted_server.base_url)
+    use_remote_model(qtbot, remote_window, "scripted")
+    send(qtbot, remote_window, "first question")
+    view = remote_window.message_view
+    click_footer(qtbot, view, view.messages()[0].id, "Edit")
+    remote_window.composer.set_text("a better question")
+    qtbot.keyClick(remote_window.composer.input, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: remote_window.chat.streaming == 0 and len(view.messages()) == 2, timeout=WAIT)
+    assert [m.text for m in view.messages()] == ["a better question", SCRIPT_TEXT]
+    assert view.version_text(view.messages()[0].id) == "2/2"
