@@ -46,14 +46,15 @@ from app.store import MessageState as StoredState
 from app.thinking import ReplySplit
 from engine import (
     ChatMessage,
+    ChatModel,
     ChatRequest,
     Completion,
     DecodedImage,
     EngineError,
     ImageRejected,
-    LoadedModel,
     PromptSize,
     PromptTooLong,
+    ReplyInterrupted,
     RequestHandle,
     Role,
     StopReason,
@@ -112,6 +113,7 @@ class _ReplyInFlight:
     stage: ReplyStage = ReplyStage.WAITING
     read_percent: int = 0  # of the prompt, while READING
     started: float = field(default_factory=time.monotonic)
+    resumed: bool = False  # continuing a reply that was cut off
 
     @property
     def text(self) -> str:
@@ -210,6 +212,7 @@ class ChatController(QObject):
         sampling.changed.connect(self._sampling_changed)
         session.model_ready.connect(self._model_changed)
         session.model_unloaded.connect(self._model_changed)
+        session.remote_ready.connect(self._model_changed)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -319,7 +322,7 @@ class ChatController(QObject):
     # -- sending --------------------------------------------------------------------------
 
     def submit(self, text: str, attachments: list[Attachment]) -> None:
-        model = self.session.ready_model
+        model = self.session.chat_model
         if model is None:
             self._refuse(text, attachments, NO_MODEL)
             return
@@ -481,7 +484,7 @@ class ChatController(QObject):
         takes; the answer comes back as ``context_checked`` (and the composer's count)."""
         self._measure_timer.stop()
         self._measure_generation += 1
-        model = self.session.ready_model
+        model = self.session.chat_model
         if model is None or self.current_id is None or self._closing:
             self._show_size(None)
             return
@@ -528,7 +531,7 @@ class ChatController(QObject):
     def _generate(self, conversation_id: int, start: StartReply, resume: bool = False) -> None:
         """Answer the conversation's path in a reply row made by ``start`` (which goes on
         with the row's text when ``resume``), streamed into the view and the store."""
-        model = self.session.ready_model
+        model = self.session.chat_model
         if model is None:
             self.status.emit(NO_MODEL)
             return
@@ -556,7 +559,9 @@ class ChatController(QObject):
         except EngineError as exc:
             self._fail_to_start(reply, exc)
             return
-        stream = _ReplyInFlight(conversation_id, reply.id, None, split, saved=(reply.text, reply.thinking))
+        stream = _ReplyInFlight(
+            conversation_id, reply.id, None, split, saved=(reply.text, reply.thinking), resumed=resume
+        )
 
         def connect(handle: RequestHandle) -> None:
             stream.handle = handle
@@ -595,7 +600,7 @@ class ChatController(QObject):
         self.status.emit(error.message)
 
     def _chat_messages(self, conversation: Conversation, history: list[Message]) -> list[ChatMessage]:
-        model = self.session.ready_model
+        model = self.session.chat_model
         sees = model is not None and model.has_vision
         messages: list[ChatMessage] = []
         if conversation.system_prompt:
@@ -688,6 +693,18 @@ class ChatController(QObject):
             return
         stream.split.finish(time.monotonic())
         too_long = isinstance(error, PromptTooLong)
+        cut_off = isinstance(error, ReplyInterrupted) or (stream.resumed and not too_long)
+        if cut_off and (stream.text or stream.split.thought):
+            # Cut off, not refused (a remote server went away mid-reply), or a Continue that
+            # could not go on (the server is still away): what it said stands, as after a
+            # crash, and Continue stays offered.
+            self.store.finish_reply(
+                stream.message_id, stream.text, StoredState.INTERRUPTED, error=error.message,
+                thinking=stream.thinking(),
+            )  # fmt: skip
+            self._end(stream, MessageState.INTERRUPTED, error=error.message)
+            self.status.emit(error.message)
+            return
         self.store.finish_reply(
             stream.message_id,
             stream.text,
@@ -697,7 +714,7 @@ class ChatController(QObject):
             thinking=stream.thinking(),
         )
         self._end(stream, MessageState.FAILED, error=error.message)
-        model = self.session.ready_model
+        model = self.session.chat_model
         if too_long and model is not None:
             # Regenerating would fail the same way until the context grows: the notice offers
             # that instead (shown again, the conversation's actions say so).
@@ -731,7 +748,7 @@ class ChatController(QObject):
                 stream.saved = now
 
     def _images_unseen(self, conversation_id: int) -> bool:
-        model = self.session.ready_model
+        model = self.session.chat_model
         if model is None or model.has_vision:
             return False
         return any(m.images for m in self.store.messages(conversation_id))
@@ -746,7 +763,7 @@ class ChatController(QObject):
             if any(m.id in self._too_long_at for m in shown) and self.current_id not in self._streams:
                 self.select(self.current_id)  # a larger context may make Regenerate worth offering
         self.measure_draft()
-        model = self.session.ready_model
+        model = self.session.chat_model
         if model is None:
             self.composer.set_attachments_enabled(
                 False, "Load a model with a vision projector to attach images."
@@ -816,14 +833,14 @@ class ChatController(QObject):
 
     def _would_fail_again(self, message: Message) -> bool:
         """A reply that failed for want of context, while the model still has no more."""
-        model = self.session.ready_model
+        model = self.session.chat_model
         limit = self._too_long_at.get(message.id)
         return limit is not None and model is not None and model.context_per_conversation <= limit
 
 
-def _writer(model: LoadedModel) -> ReplyModel:
-    info = model.plan.model
-    return ReplyModel(info.display_name, str(info.path), info.file_type)
+def _writer(model: ChatModel) -> ReplyModel:
+    label = model.label
+    return ReplyModel(label.name, label.source, label.detail)
 
 
 def _author(message: Message) -> str:

@@ -30,6 +30,7 @@ from app.chat_controller import ChatController
 from app.chats_page import ChatsPage
 from app.context_fix import context_fix
 from app.dashboard import DashboardView
+from app.key_vault import KeyVault
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
 from app.local_server import LocalServer, ServerStatus
@@ -38,6 +39,7 @@ from app.models_page import ModelsPage
 from app.paths import AppPaths
 from app.presenters import BASE_MODEL_BADGE
 from app.recent_folder import RecentFolder
+from app.remote_servers import RemoteServers
 from app.store import Store
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
@@ -45,7 +47,9 @@ from app.widgets.load_progress import PHASE_LABELS
 from app.widgets.model_badge import ModelBadge
 from app.widgets.model_panel import ModelPanel
 from app.widgets.nav_rail import NavRail, Page
+from app.widgets.remote_panel import RemotePanel
 from app.widgets.server_panel import ServerPanel
+from app.widgets.settings_dialog import SettingsDialog
 from engine import (
     EngineError,
     HardwareSnapshot,
@@ -54,6 +58,8 @@ from engine import (
     LoadPlan,
     ModelInfo,
     PromptSize,
+    RemoteModel,
+    RemoteModelInfo,
     SpeculationConfig,
     take_snapshot,
 )
@@ -82,6 +88,7 @@ class MainWindow(QMainWindow):
         paths: AppPaths,
         hardware: HardwareSnapshot | None = None,
         telemetry: object | None = None,
+        keys: KeyVault | None = None,
     ) -> None:
         super().__init__()
         self.paths = paths
@@ -95,10 +102,17 @@ class MainWindow(QMainWindow):
         self.session = ModelSession(self)
         self.library = LibraryController(paths.library_file, default_folders=(paths.models_dir,), parent=self)
         self.recent_folder = RecentFolder(self.store, paths.models_dir)
+        self.remote_servers = RemoteServers(self.store, keys or KeyVault.system(), self)
+        self.settings_dialog: SettingsDialog | None = None  # made when first opened
 
         self.library_panel = LibraryPanel(self.library)
         self.hardware_panel = HardwarePanel()
         self.model_panel = ModelPanel()
+        self.remote_panel = RemotePanel()
+        # The Models page's details: a GGUF's plan and load controls, or a remote model's facts.
+        self.details_stack = QStackedWidget()
+        self.details_stack.addWidget(self.model_panel)
+        self.details_stack.addWidget(self.remote_panel)
         self.conversation_list = ConversationList()
         self.message_view = MessageView()
         self.composer = Composer()
@@ -108,7 +122,7 @@ class MainWindow(QMainWindow):
         self.chats_page = ChatsPage(
             self.conversation_list, self.message_view, self.composer, self.sampling_panel
         )
-        self.models_page = ModelsPage(self.library_panel, self.hardware_panel, self.model_panel)
+        self.models_page = ModelsPage(self.library_panel, self.hardware_panel, self.details_stack)
         self.pages = QStackedWidget()
         self._page_widgets = {Page.CHATS: self.chats_page, Page.MODELS: self.models_page}
         for widget in self._page_widgets.values():
@@ -171,6 +185,11 @@ class MainWindow(QMainWindow):
         self.server_panel.port_changed.connect(self.local_server.set_port)
 
         self.library_panel.selection_changed.connect(self._on_library_selection)
+        self.library_panel.remote_selected.connect(self._on_remote_selection)
+        self.remote_servers.changed.connect(self._on_remote_servers)
+        self.remote_panel.use_requested.connect(self.use_remote)
+        self.remote_panel.settings_requested.connect(self.open_settings)
+        self.session.remote_ready.connect(self._on_remote_ready)
         self.library.scan_finished.connect(self._on_scan_finished)
         self.library.busy_changed.connect(self._on_busy)
         self.model_panel.load_requested.connect(self.load_model)
@@ -246,6 +265,10 @@ class MainWindow(QMainWindow):
         )
         self.server_action.toggled.connect(self.set_serving)
         toolbar.addAction(self.server_action)
+        self.settings_action = action(
+            "Settings…", "Ctrl+,", self.open_settings, "Remote servers and other settings (Ctrl+,)"
+        )
+        toolbar.addAction(self.settings_action)
         self.addToolBar(toolbar)
 
     # -- lifecycle ----------------------------------------------------------------
@@ -262,6 +285,7 @@ class MainWindow(QMainWindow):
             self.native_label.setVisible(True)
             self.model_panel.show_load_error(self._hardware.native_error)
         self.library.rescan()
+        self.remote_servers.refresh()  # in the background: their models join the library
         self.chat.start()
         self._show_answering_model()
         self.chats_page.set_settings_wanted(bool(self.store.get_setting(SETTINGS_COLUMN_KEY, True)))
@@ -283,6 +307,9 @@ class MainWindow(QMainWindow):
         if self.dashboard is not None:
             self.dashboard.shutdown()
         self.library.shutdown()
+        self.remote_servers.shutdown()
+        if self.settings_dialog is not None:
+            self.settings_dialog.close()
         self.store.close()
         super().closeEvent(event)
 
@@ -332,6 +359,8 @@ class MainWindow(QMainWindow):
         plan = self.session.plan
         if plan is not None:
             self.library_panel.select_path(plan.model.path)
+        elif self.session.remote is not None:
+            self.library_panel.select_remote(self.session.remote.info.key)
 
     def _remember_settings_column(self, shown: bool) -> None:
         self.store.set_setting(SETTINGS_COLUMN_KEY, shown)
@@ -405,6 +434,7 @@ class MainWindow(QMainWindow):
         self.session.unload()
 
     def _on_library_selection(self, entry: LibraryEntry | None) -> None:
+        self.details_stack.setCurrentWidget(self.model_panel)
         if entry is None:
             self.model_panel.show_model(None)
             return
@@ -435,7 +465,7 @@ class MainWindow(QMainWindow):
 
     def _on_scan_finished(self) -> None:
         counts = self.library.counts()
-        if counts.models == 0 and self.session.model is None:
+        if counts.models == 0 and self.session.model is None and self.session.remote is None:
             # First run (or an empty library): show how to add models, not an empty chat.
             self.show_page(Page.MODELS)
         elif self.library_panel.selected_entry() is None:
@@ -446,11 +476,49 @@ class MainWindow(QMainWindow):
         if busy:
             self.status_label.setText("Scanning for models…")
 
+    # -- remote servers ----------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        """Settings → Remote servers (not modal: the window goes on while servers are listed)."""
+        if self.settings_dialog is None:
+            self.settings_dialog = SettingsDialog(self.remote_servers, self)
+        self.settings_dialog.show()
+        self.settings_dialog.raise_()
+        self.settings_dialog.activateWindow()
+
+    def use_remote(self, info: RemoteModelInfo) -> None:
+        """The picker's Chat with this model: a remote model answers the chats."""
+        if self.chat.streaming and self.session.model is not None:
+            self.status_label.setText(
+                f"Replaced the model while {self.chat.streaming} reply(s) were generating."
+            )
+        self.session.use_remote(RemoteModel(info))
+
+    def _on_remote_servers(self) -> None:
+        self.library_panel.set_remote(self.remote_servers.listings())
+
+    def _on_remote_selection(self, info: RemoteModelInfo | None) -> None:
+        if info is None:
+            return
+        remote = self.session.remote
+        self.remote_panel.show_model(info, remote is not None and remote.info == info)
+        self.details_stack.setCurrentWidget(self.remote_panel)
+
+    def _on_remote_ready(self, model: RemoteModel) -> None:
+        self.status_label.setText(f"{model.label.name} on {model.info.endpoint.title} answers your chats.")
+        shown = self.remote_panel.info
+        self.remote_panel.set_in_use(shown == model.info)
+        self.show_page(Page.CHATS)
+        self.composer.focus_input()
+
     # -- loading -----------------------------------------------------------------------
 
     def _on_session_state(self, state: SessionState) -> None:
         plan = self.session.plan
-        self.badge.show_state(state, plan, self.session.speculation)
+        remote = self.session.remote
+        self.badge.show_state(state, plan, self.session.speculation, remote.label if remote else None)
+        if remote is None:
+            self.remote_panel.set_in_use(False)
         self.model_panel.set_session(plan, state)
         self._show_answering_model()
         self._show_server()
@@ -458,7 +526,10 @@ class MainWindow(QMainWindow):
     def _show_answering_model(self) -> None:
         """The chat header names the model that will answer."""
         model = self.session.ready_model
-        if model is not None:
+        remote = self.session.remote
+        if remote is not None:
+            text = f"{remote.label.name} answers, {remote.label.detail}"
+        elif model is not None:
             text = f"{model.plan.model.display_name} answers"
         elif self.session.state is SessionState.LOADING and self.session.plan is not None:
             text = f"Loading {self.session.plan.model.display_name}…"

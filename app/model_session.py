@@ -1,4 +1,7 @@
-"""The one loaded model of the app: load with phases, cancel, unload, switch."""
+"""The one model of the app that answers chats: a GGUF loaded here (with phases, cancel,
+unload, switch), or a model on a remote server (``use_remote``). Choosing one lets the
+other go: loading a GGUF drops the remote model; using a remote one unloads the GGUF and
+frees its memory."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import enum
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import EngineError, LoadedModel, LoadPhase, LoadPlan, SpeculationConfig
+from engine import ChatModel, EngineError, LoadedModel, LoadPhase, LoadPlan, RemoteModel, SpeculationConfig
 
 
 class SessionState(enum.Enum):
@@ -26,10 +29,12 @@ class ModelSession(QObject):
     load_failed = Signal(object)  # EngineError
     model_ready = Signal(object)  # LoadedModel
     model_unloaded = Signal()
+    remote_ready = Signal(object)  # RemoteModel: it answers chats from now on
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.model: LoadedModel | None = None
+        self.remote: RemoteModel | None = None
         self.state = SessionState.EMPTY
         self.error: EngineError | None = None
         self.speculation: SpeculationConfig | None = None
@@ -41,6 +46,19 @@ class ModelSession(QObject):
     @property
     def ready_model(self) -> LoadedModel | None:
         return self.model if self.state is SessionState.READY else None
+
+    @property
+    def chat_model(self) -> ChatModel | None:
+        """The model that answers chats now: the remote one in use, else the loaded one."""
+        return self.remote if self.remote is not None else self.ready_model
+
+    def use_remote(self, model: RemoteModel) -> None:
+        """Answer chats with a model on a remote server (its replies stream from there)."""
+        self.unload()
+        self.error = None
+        self.remote = model
+        self._set_state(SessionState.READY)
+        self.remote_ready.emit(model)
 
     def load(self, plan: LoadPlan, speculation: SpeculationConfig | None = None, force: bool = False) -> None:
         self.unload()
@@ -61,8 +79,14 @@ class ModelSession(QObject):
             self.model.cancel_load()
 
     def unload(self) -> None:
+        """Let the model go: a loaded one is unloaded; a remote one is only forgotten (its
+        replies still streaming finish as they would)."""
+        remote, self.remote = self.remote, None
         model, self.model = self.model, None
         if model is None:
+            if remote is not None:
+                self._set_state(SessionState.EMPTY)
+                self.model_unloaded.emit()
             return
         model.unload(wait=True)
         self._set_state(SessionState.EMPTY)

@@ -9,7 +9,6 @@ from PySide6.QtWidgets import QSplitter, QWidget
 
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
-from app.widgets.model_panel import ModelPanel
 
 LIBRARY_MIN_WIDTH = 240
 LIBRARY_WIDTH = 330
@@ -22,7 +21,7 @@ class ModelsPage(QSplitter):
         self,
         library: LibraryPanel,
         hardware: HardwarePanel,
-        details: ModelPanel,
+        details: QWidget,  # the ModelPanel, or a stack of it and the remote model's panel
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(Qt.Orientation.Horizontal, parent)

@@ -3,7 +3,9 @@
 Qwen2.5-Coder 1.5B Instruct (the default model) answers two questions; the window is shot
 with the dashboard closed and open, the Models page with its plan, a load in progress, and
 a picture sent to the tiny vision demo model (random weights: its reply is noise, the point
-is the image path through the app). Takes a few minutes on two cores.
+is the image path through the app), and a remote server: Settings → Remote servers with a
+Hearth server on loopback (serving Qwen) and one offline, its model in the picker, a chat
+with it. Takes a few minutes on two cores.
 
 Run under a real X server: ``xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python
 docs/make_screenshots.py`` -> docs/screenshots/*.png
@@ -130,6 +132,56 @@ def main() -> None:
     until(lambda: window.chat.streaming == 0)
     shot(window, "06-chat-with-image")
     window.close()
+    remote_scene(app, root, qwen, pump, until)
+
+
+def remote_scene(app, root: Path, model_path: Path, pump, until) -> None:
+    """Settings → Remote servers, the picker and a chat, against a Hearth server on loopback
+    serving ``model_path`` (as `hearth serve` would) and a server that is not there."""
+    from app.main_window import MainWindow
+    from app.paths import resolve_paths
+    from app.widgets.nav_rail import Page
+    from engine import Engine, LoadRequest, inspect_model, plan_load, take_snapshot
+    from tests.api_support import ServerThread  # the real API server, on a thread of its own
+
+    plan = plan_load(inspect_model(model_path), take_snapshot(), LoadRequest(context_per_conversation=4096))
+    served = Engine.load(plan).wait_ready(600)
+    server = ServerThread(lambda: served).__enter__()
+    try:
+        paths = resolve_paths(root / "remote-data", root / "remote-models").ensure()
+        window = MainWindow(paths)
+        window.resize(*SIZES[0])
+        window.show()
+        window.start()
+        window.library.wait_idle()
+        window.open_settings()
+        page = window.settings_dialog.remote_page
+        for name, url in (("Closet box", server.base_url), ("Old laptop", "http://127.0.0.1:9/v1")):
+            page.name_edit.setText(name)
+            page.url_edit.setText(url)
+            page.add_button.click()
+        until(lambda: all(x.state.value != "checking" for x in window.remote_servers.listings()))
+        pump(0.5)
+        window.settings_dialog.grab().save(str(OUT / "remote-servers.png"))
+        print("wrote", OUT / "remote-servers.png", flush=True)
+        window.settings_dialog.close()
+        window.show_page(Page.MODELS)
+        (info,) = next(x for x in window.remote_servers.listings() if x.models).models
+        window.library_panel.select_remote(info.key)
+        pump(0.5)
+        window.grab().save(str(OUT / "1280-remote-picker.png"))
+        window.remote_panel.use_button.click()
+        window.new_chat()
+        window.composer.set_text(QUESTIONS[0])
+        window.composer.submit()
+        until(lambda: window.chat.streaming == 0)
+        pump(0.5)
+        window.grab().save(str(OUT / "1280-remote-chat.png"))
+        print("wrote", OUT / "1280-remote-chat.png", flush=True)
+        window.close()
+    finally:
+        server.__exit__(None, None, None)
+        served.unload()
 
 
 if __name__ == "__main__":

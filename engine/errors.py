@@ -49,3 +49,9 @@ class NativeBuildUnsafe(EngineError):
 
 class InvalidChatRequest(EngineError):
     """A request whose settings or content cannot be served."""
+
+
+class ReplyInterrupted(EngineError):
+    """A reply cut off partway by something other than the user (a remote server that went
+    away mid-stream): what it said so far stands, saved as interrupted, and it can be
+    continued."""

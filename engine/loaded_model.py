@@ -14,6 +14,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 
 from engine.chat.traits import ChatTraits
+from engine.chat_model import ModelLabel
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.executor import Executor, ExecutorState
 from engine.planner import LoadPlan
@@ -79,6 +80,12 @@ class LoadedModel(QObject):
     def reported_memory(self):  # -> engine.llama_log.ReportedMemory | None
         """llama.cpp's own buffer sizes from the load's log, beside the plan's prediction."""
         return self._executor.reported_memory
+
+    @property
+    def label(self) -> ModelLabel:
+        """Who writes its replies (``engine.chat_model.ChatModel``)."""
+        info = self.plan.model
+        return ModelLabel(info.display_name, str(info.path), info.file_type)
 
     @property
     def speculation(self) -> SpeculationConfig:

@@ -8,6 +8,10 @@ import asyncio
 import gc
 import http.client
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +20,7 @@ from typing import Any
 
 from app.api import ApiServer, ServerConfig
 from engine import Engine, LoadedModel, SlotState
-from tests.conftest import plan_for
+from tests.conftest import REPO, plan_for
 
 TIMEOUT = 60
 
@@ -133,3 +137,43 @@ def sse_events(payload: bytes) -> list[Any]:
             data = block[len("data: ") :]
             events.append(data if data == "[DONE]" else json.loads(data))
     return events
+
+
+class Serve:
+    """`hearth serve ARGS` in its own process, its output read line by line."""
+
+    def __init__(self, *args: str) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("HEARTH_API_KEY", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", *args],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+
+    def read_until(self, pattern: str) -> re.Match:
+        deadline = time.monotonic() + TIMEOUT
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"exited before {pattern!r}: {self.lines} {self.proc.stderr.read()}")
+            self.lines.append(line.rstrip("\n"))
+            if match := re.search(pattern, line):
+                return match
+        raise AssertionError(f"no {pattern!r} in {self.lines}")
+
+    def stop(self, sig: int) -> tuple[int, str]:
+        self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=TIMEOUT)
+        self.lines += out.splitlines()
+        return self.proc.returncode, err
+
+    def address(self) -> str:
+        """The base URL it prints once it listens."""
+        return self.read_until(r"at (http://127\.0\.0\.1:\d+/v1) ").group(1)
+
+    def kill(self) -> None:
+        """SIGKILL: the server is gone at once, mid-stream, as a machine that loses power."""
+        self.proc.kill()
+        self.proc.communicate(timeout=TIMEOUT)

@@ -12,6 +12,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QWidget
 
 from app.chat import MessageView
+from app.key_vault import KeyVault
 from app.main_window import MainWindow
 from app.model_session import SessionState
 from app.paths import AppPaths
@@ -32,9 +33,12 @@ def show_widget(qtbot, widget: QWidget, width: int, height: int, *, exposed: boo
     return widget
 
 
-def open_window(qtbot, paths: AppPaths, hardware: HardwareSnapshot) -> MainWindow:
-    """A shown, started main window on ``paths``, once its library scan has finished."""
-    window = MainWindow(paths, hardware=hardware)
+def open_window(
+    qtbot, paths: AppPaths, hardware: HardwareSnapshot, keys: KeyVault | None = None
+) -> MainWindow:
+    """A shown, started main window on ``paths``, once its library scan has finished;
+    ``keys``: where remote servers' keys go (the system keyring when None)."""
+    window = MainWindow(paths, hardware=hardware, keys=keys)
     qtbot.addWidget(window)
     window.show()
     window.start()
@@ -138,3 +142,19 @@ def click_footer(qtbot, view: MessageView, message_id: object, text: str) -> Non
     """Scroll a message into view and click ``text`` on the actions line under it."""
     view.scroll_to_message(message_id)
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=footer_point(view, message_id, text))
+
+
+class MemoryKeyring:
+    """A system keyring stand-in: the tests never touch the user's own."""
+
+    def __init__(self) -> None:
+        self.saved: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.saved.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.saved[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.saved.pop((service, username), None)

@@ -250,7 +250,8 @@ class MessageRows:
                 return f"queued, {position} ahead", "muted"
             return "waiting for the model…", "muted"
         if state is MessageState.INTERRUPTED:
-            return "Interrupted — continue or regenerate", "warning"
+            # Why, when it is known (a remote server that went away mid-reply).
+            return (data.error.rstrip(".") or "Interrupted") + " — continue or regenerate", "warning"
         if state is MessageState.FAILED:
             return data.error or "The reply failed.", "error"
         if state is MessageState.CANCELLED:

@@ -1,4 +1,5 @@
-"""The model library: models with their projectors beneath them, unusable files with why."""
+"""The model library: models with their projectors beneath them, unusable files with why,
+and after them each remote server with the models it lists (the model picker)."""
 
 from __future__ import annotations
 
@@ -28,11 +29,15 @@ from PySide6.QtWidgets import (
 
 from app.library_controller import LibraryController
 from app.presenters import BASE_MODEL_BADGE
+from app.remote_servers import ListingState, ServerListing
 from app.widgets.badge_delegate import BADGE_ROLE, BadgeDelegate
-from engine import LibraryEntry, format_bytes, format_count
+from engine import LibraryEntry, RemoteModelInfo, format_bytes, format_count
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1
 PATH_ROLE = Qt.ItemDataRole.UserRole + 2
+REMOTE_ROLE = Qt.ItemDataRole.UserRole + 3  # a remote model's RemoteModelInfo
+REMOTE_KEY_ROLE = Qt.ItemDataRole.UserRole + 4  # its (base URL, model id), to select it again
+SERVER_ROLE = Qt.ItemDataRole.UserRole + 5  # a remote server's row: its base URL
 COLUMNS = ("Model", "Size", "Quant", "On disk")
 COLUMN_TIPS = {
     "Size": "The size label in the file (usually from the model's name); the model page also shows "
@@ -45,7 +50,12 @@ COLUMNS_BY_PRIORITY = (1, 2, 3)
 NAME_MIN_WIDTH = 220
 BASE_TAG = "base model"
 VISION_TAG = "vision projector"
+REMOTE_TAG = "remote"
 INVALID_COLOR = QColor("#d62728")
+
+
+def _remote_key(key: tuple[str, str]) -> str:
+    return "\n".join(key)  # a base URL and a model id; neither holds a newline
 
 
 class LibraryTree(QTreeView):
@@ -69,10 +79,13 @@ class LibraryTree(QTreeView):
 
 class LibraryPanel(QWidget):
     selection_changed = Signal(object)  # LibraryEntry | None
+    remote_selected = Signal(object)  # RemoteModelInfo of a remote model's row, else None
 
     def __init__(self, controller: LibraryController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
+        self._entries: tuple[LibraryEntry, ...] = ()
+        self._remote: tuple[ServerListing, ...] = ()
         self.heading = QLabel("Library")
         font = self.heading.font()
         font.setBold(True)
@@ -141,7 +154,27 @@ class LibraryPanel(QWidget):
     # -- content ------------------------------------------------------------------------
 
     def set_entries(self, entries: tuple[LibraryEntry, ...]) -> None:
+        self._entries = tuple(entries)
+        self._rebuild()
+
+    def set_remote(self, listings: tuple[ServerListing, ...]) -> None:
+        """The remote servers, each with the models it lists (or why it lists none). Only
+        their rows are replaced: a local model selected stays selected, untouched (its
+        panel keeps what the user was editing)."""
+        self._remote = tuple(listings)
+        selected_remote = self.tree.currentIndex().data(REMOTE_KEY_ROLE)
+        for row in reversed(range(self.model.rowCount())):
+            if self.model.item(row, 0).data(SERVER_ROLE) is not None:
+                self.model.removeRow(row)
+        self._append_remote()
+        self._show_rows()
+        if selected_remote is not None:
+            self.select_remote(tuple(selected_remote.split("\n", 1)))  # type: ignore[arg-type]
+
+    def _rebuild(self) -> None:
+        entries = self._entries
         selected = self.selected_path()
+        selected_remote = self.tree.currentIndex().data(REMOTE_KEY_ROLE)
         by_path = {e.path: e for e in entries}
         paired = {p for e in entries if e.ok and not e.is_projector for p in e.projectors}
         self.model.removeRows(0, self.model.rowCount())
@@ -156,12 +189,52 @@ class LibraryPanel(QWidget):
                 if projector is not None:
                     row[0].appendRow(self._row(projector, child=True))
             self.model.appendRow(row)
+        self._append_remote()
         self.tree.expandAll()
-        self.tree.fit_columns()
-        self.empty_label.setVisible(not entries)
-        self.tree.setVisible(bool(entries))
+        self._show_rows()
         if selected is not None:
             self.select_path(selected)
+        elif selected_remote is not None:
+            self.select_remote(tuple(selected_remote.split("\n", 1)))  # type: ignore[arg-type]
+
+    def _append_remote(self) -> None:
+        for listing in self._remote:
+            row = self._server_row(listing)
+            self.model.appendRow(row)
+            self.tree.setExpanded(self.proxy.mapFromSource(row[0].index()), True)
+
+    def _show_rows(self) -> None:
+        self.tree.fit_columns()
+        shown = bool(self._entries) or bool(self._remote)
+        self.empty_label.setVisible(not shown)
+        self.tree.setVisible(shown)
+
+    def _server_row(self, listing: ServerListing) -> list[QStandardItem]:
+        """A server (its name and status) with its models beneath it."""
+        # The picker is narrow: "offline" here, why in the tooltip and under Settings.
+        short = "offline" if listing.state is ListingState.OFFLINE else listing.status_text()
+        name = QStandardItem(f"{listing.title} — {short}")
+        name.setToolTip(f"Remote server {listing.server.base_url}\n{listing.status_text()}")
+        name.setSelectable(False)
+        name.setData(listing.server.base_url, SERVER_ROLE)
+        cells = [name, QStandardItem(""), QStandardItem(""), QStandardItem("")]
+        if listing.state is ListingState.OFFLINE:
+            name.setForeground(QBrush(INVALID_COLOR))
+        for info in listing.models:
+            name.appendRow(self._remote_row(info))
+        return cells
+
+    def _remote_row(self, info: RemoteModelInfo) -> list[QStandardItem]:
+        name = QStandardItem(info.model_id)
+        name.setData(REMOTE_TAG, BADGE_ROLE)
+        context = f"{info.context_length:,} tokens per conversation" if info.context_length else ""
+        tip = [info.model_id, f"On {info.endpoint.base_url}", context, "Select it, then Chat with this model"]
+        name.setToolTip("\n".join(t for t in tip if t))
+        cells = [name, QStandardItem(""), QStandardItem("remote"), QStandardItem("")]
+        for cell in cells:
+            cell.setData(info, REMOTE_ROLE)
+            cell.setData(_remote_key(info.key), REMOTE_KEY_ROLE)
+        return cells
 
     def _row(self, entry: LibraryEntry, child: bool = False) -> list[QStandardItem]:
         info = entry.info
@@ -218,12 +291,33 @@ class LibraryPanel(QWidget):
             self.tree.setCurrentIndex(index)
             self.tree.scrollTo(index)
 
+    def selected_remote(self) -> RemoteModelInfo | None:
+        index = self.tree.currentIndex()
+        return index.data(REMOTE_ROLE) if index.isValid() else None
+
+    def select_remote(self, key: tuple[str, str]) -> bool:
+        """Select the remote model ``(base URL, model id)``, if listed."""
+        matches = self.model.match(
+            self.model.index(0, 0),
+            REMOTE_KEY_ROLE,
+            _remote_key(key),
+            1,
+            Qt.MatchFlag.MatchExactly | Qt.MatchFlag.MatchRecursive,
+        )
+        if not matches:
+            return False
+        index = self.proxy.mapFromSource(matches[0])
+        self.tree.setCurrentIndex(index)
+        self.tree.scrollTo(index)
+        return True
+
     def select_first(self) -> None:
         if self.proxy.rowCount():
             self.tree.setCurrentIndex(self.proxy.index(0, 0))
 
     def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
         self.selection_changed.emit(current.data(ENTRY_ROLE) if current.isValid() else None)
+        self.remote_selected.emit(current.data(REMOTE_ROLE) if current.isValid() else None)
 
     # -- actions ---------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from app.model_session import SessionState
-from engine import LoadPlan, SpeculationConfig, SpeculationMode, format_bytes
+from engine import LoadPlan, ModelLabel, SpeculationConfig, SpeculationMode, format_bytes
 
 
 def describe_loaded(plan: LoadPlan, speculation: SpeculationConfig | None) -> str:
@@ -57,11 +57,20 @@ class ModelBadge(QWidget):
         layout.addWidget(self.unload_button)
 
     def show_state(
-        self, state: SessionState, plan: LoadPlan | None, speculation: SpeculationConfig | None
+        self,
+        state: SessionState,
+        plan: LoadPlan | None,
+        speculation: SpeculationConfig | None,
+        remote: ModelLabel | None = None,
     ) -> None:
         self.progress.setVisible(state is SessionState.LOADING)
         self.unload_button.setVisible(state is SessionState.READY)
-        if state is SessionState.READY and plan is not None:
+        # A remote model is let go, not unloaded: nothing of it is in this machine's memory.
+        self.unload_button.setText("Disconnect" if remote is not None else "Unload")
+        if state is SessionState.READY and remote is not None:
+            self.label.setText(f"{remote.name} · remote, {remote.detail}")
+            self.label.setToolTip(f"Replies stream from {remote.source}")
+        elif state is SessionState.READY and plan is not None:
             self.label.setText(describe_loaded(plan, speculation))
             self.label.setToolTip("\n".join(f"{m.device}: {format_bytes(m.total)}" for m in plan.memory))
         elif state is SessionState.LOADING and plan is not None:

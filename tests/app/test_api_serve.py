@@ -3,49 +3,14 @@ exit on SIGTERM or Ctrl+C."""
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SCRIPT_TEXT
-
-TIMEOUT = 60
-
-
-class Serve:
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env.pop("HEARTH_API_KEY", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", *args],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        self.lines: list[str] = []
-
-    def read_until(self, pattern: str) -> re.Match:
-        deadline = time.monotonic() + TIMEOUT
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"exited before {pattern!r}: {self.lines} {self.proc.stderr.read()}")
-            self.lines.append(line.rstrip("\n"))
-            if match := re.search(pattern, line):
-                return match
-        raise AssertionError(f"no {pattern!r} in {self.lines}")
-
-    def stop(self, sig: int) -> tuple[int, str]:
-        self.proc.send_signal(sig)
-        out, err = self.proc.communicate(timeout=TIMEOUT)
-        self.lines += out.splitlines()
-        return self.proc.returncode, err
+from tests.api_support import TIMEOUT, Serve
+from tests.conftest import SCRIPT_TEXT
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -1,0 +1,189 @@
+"""One reply streamed from a remote server, on its own thread, published on a
+``RequestHandle`` as the executor publishes a local one: Started, TextDelta (coalesced to
+~30 a second), then Completed or Failed.
+
+A stop (``cancel``) ends the handle at once with the text so far, from the caller's thread,
+and closes the connection (servers stop generating when their client goes); the thread
+then ends quietly. A stream that breaks after text arrived fails with RemoteInterrupted,
+so the reply is kept as interrupted and can be continued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+
+from engine.remote.endpoint import READ_TIMEOUT_S, RemoteEndpoint
+from engine.remote.errors import RemoteError, RemoteInterrupted, RemoteRefused, translate
+from engine.remote.wire import THINK_CLOSE, THINK_OPEN, chat_body, chunk_parts, stop_reason, timings
+from engine.requests import (
+    ChatRequest,
+    Completed,
+    Completion,
+    Failed,
+    RequestHandle,
+    Started,
+    StopReason,
+    TextDelta,
+    Usage,
+)
+
+TEXT_INTERVAL_S = 1 / 30  # as the executor: at most ~30 updates a second reach the window
+
+
+class RemoteReply:
+    def __init__(self, endpoint: RemoteEndpoint, model_id: str, handle: RequestHandle) -> None:
+        self.endpoint = endpoint
+        self.model_id = model_id
+        self.handle = handle
+        self.request: ChatRequest = handle.request
+        self._lock = threading.Lock()  # publishing: this thread and a stop from another
+        self._ended = False
+        self._stream: Any = None  # the SDK's Stream, closed by a stop
+        self._text = ""  # everything that arrived (thinking in tags), for the Completion
+        self._pending: list[str] = []  # pieces not yet published
+        self._last_emit = 0.0
+        self._in_reasoning = False
+        self._t0 = time.monotonic()
+        self._t_first: float | None = None
+        self._usage: Usage | None = None
+        self._timings: dict[str, Any] | None = None
+        self._finish: str | None = None
+        self._chunks = 0
+        self._thread = threading.Thread(target=self._run, name="hearth-remote-reply", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    # -- the caller's thread -----------------------------------------------------------------
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._flush_locked()
+            self._end_locked(Completed(self._completion(StopReason.CANCELLED)))
+            stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):  # closing a connection that is going anyway
+                stream.close()
+
+    # -- the reply's thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        client = self.endpoint.client()
+        try:
+            stream = client.chat.completions.create(**chat_body(self.request, self.model_id))
+            with self._lock:
+                if self._ended:  # stopped while connecting
+                    stream.close()
+                    return
+                self._stream = stream
+            for chunk in stream:
+                self._take(chunk)
+                if self._ended:
+                    return
+        except Exception as exc:
+            self._fail(exc)
+            return
+        finally:
+            if self._stream is not None:
+                self._stream.close()
+            client.close()
+        if self._finish is None:
+            self._fail(None)  # the body ended without a finish: the server went away
+            return
+        with self._lock:
+            if not self._ended:
+                self._close_reasoning()
+                self._flush_locked()
+                self._end_locked(Completed(self._completion(stop_reason(self._finish))))
+
+    def _take(self, chunk: Any) -> None:
+        parts = chunk_parts(chunk)
+        self._usage = parts.usage or self._usage
+        self._timings = parts.timings or self._timings
+        self._finish = parts.finish_reason or self._finish
+        pieces = []
+        # A reasoning model's thinking comes apart (reasoning_content): it is put back in
+        # tags, so the window's ReplySplit shows it as it shows a local model's.
+        if parts.reasoning:
+            if not self._in_reasoning:
+                self._in_reasoning = True
+                pieces.append(THINK_OPEN)
+            pieces.append(parts.reasoning)
+        if parts.content:
+            if self._in_reasoning:
+                self._in_reasoning = False
+                pieces.append(THINK_CLOSE)
+            pieces.append(parts.content)
+        if not pieces:
+            return
+        self._chunks += 1  # about a token each: the count when the server reports no usage
+        now = time.monotonic()
+        with self._lock:
+            if self._ended:
+                return
+            if self._t_first is None:
+                self._t_first = now
+                self.handle._publish(Started())
+            self._text += "".join(pieces)
+            self._pending += pieces
+            if now - self._last_emit >= TEXT_INTERVAL_S:
+                self._flush_locked()
+
+    def _close_reasoning(self) -> None:
+        if self._in_reasoning:
+            self._in_reasoning = False
+            self._text += THINK_CLOSE
+            self._pending.append(THINK_CLOSE)
+
+    def _fail(self, exc: BaseException | None) -> None:
+        import httpx  # here, as in endpoint.py: importing engine.remote stays cheap
+        import openai
+
+        with self._lock:
+            if self._ended:
+                return  # stopped: the closed connection is why the stream broke
+            where = self.endpoint.where
+            error: RemoteError
+            if self._t_first is not None:
+                # Text arrived: keep it. Whatever broke, the reply can be continued.
+                self._close_reasoning()
+                self._flush_locked()
+                if exc is None or isinstance(exc, (httpx.TransportError, openai.APIConnectionError)):
+                    why = f"the connection to {where} was lost mid-reply"
+                else:  # the server said why (an error event in the stream)
+                    why = translate(exc, where, READ_TIMEOUT_S).message.rstrip(".")
+                error = RemoteInterrupted(f"Interrupted: {why}")
+            elif exc is None:
+                error = RemoteRefused(f"{where} ended the reply before it began.")
+            else:
+                error = translate(exc, where, READ_TIMEOUT_S)
+            self._end_locked(Failed(error))
+
+    def _flush_locked(self) -> None:
+        if self._pending:
+            pieces, self._pending = tuple(self._pending), []
+            self.handle._publish(TextDelta("".join(pieces), pieces=pieces))
+        self._last_emit = time.monotonic()
+
+    def _end_locked(self, event: Completed | Failed) -> None:
+        self._ended = True
+        self.handle._publish(event)
+
+    def _completion(self, reason: StopReason) -> Completion:
+        now = time.monotonic()
+        first = self._t_first if self._t_first is not None else now
+        usage = self._usage or Usage(0, 0, self._chunks)
+        return Completion(
+            text=self._text,
+            stop_reason=reason,
+            usage=usage,
+            timings=timings(self._timings, first - self._t0, now - first, usage.completion_tokens),
+        )
