@@ -151,6 +151,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (for image_url parts)")
     _add_speculation_options(p)
 
+    p = sub.add_parser(
+        "worker",
+        help="offer this machine's devices to other Hearths (llama.cpp RPC)",
+        description="Serve this machine's devices over llama.cpp's RPC protocol, so another Hearth can "
+        "place a model's layers here (Add worker... in its hardware view). Runs until Ctrl+C or "
+        "SIGTERM. The protocol has no authentication: serve only on a trusted network.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=50052, help="port to listen on")
+    p.add_argument(
+        "--devices",
+        default="",
+        metavar="DEV[,DEV...]",
+        help="devices to offer, by llama.cpp name (CPU, CUDA0, Vulkan0; default: the GPUs, else the CPU)",
+    )
+    p.add_argument("--cache-dir", default=None, help="keep received tensors here, so a reload is quicker")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    p.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="allow a --host other than loopback (unauthenticated: a trusted network only)",
+    )
+
     p = sub.add_parser("hardware", help="what this machine has")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -173,6 +196,7 @@ def run_cli(argv: list[str]) -> int:
         "chat": cmd_chat,
         "bench": cmd_bench,
         "serve": cmd_serve,
+        "worker": cmd_worker,
         "setup-default-model": cmd_setup_default_model,
     }
     try:
@@ -412,6 +436,21 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
         host=args.host, port=args.port, api_key=args.api_key or None, cors_origins=tuple(args.cors_origin)
     )
     return run_serve(ServeOptions(plan, config, speculation))
+
+
+def cmd_worker(args: argparse.Namespace, paths: AppPaths) -> int:
+    from engine import WorkerAddress, WorkerConfig, run_worker
+
+    if not 1 <= args.port <= 65535:
+        raise EngineError(f"--port must be between 1 and 65535, not {args.port}.")
+    config = WorkerConfig(
+        address=WorkerAddress(args.host, args.port),
+        devices=tuple(d.strip() for d in args.devices.split(",") if d.strip()),
+        cache_dir=args.cache_dir,
+        threads=args.threads,
+        allow_network=args.allow_network,
+    )
+    return run_worker(config)
 
 
 def cmd_hardware(args: argparse.Namespace, paths: AppPaths) -> int:

@@ -78,6 +78,18 @@ _EXPORTS = {
     # the child processes of the native self-check and the model check (`hearth --native-probe`, ...)
     "run_native_probe_child": "engine.native_probe:child_main",
     "run_model_check_child": "engine.model_check:child_main",
+    "run_rpc_probe_child": "engine.rpc.probe:child_main",
+    # llama.cpp RPC workers
+    "WorkerAddress": "engine.rpc",
+    "WorkerInfo": "engine.rpc",
+    "WorkerState": "engine.rpc",
+    "WorkerUnavailable": "engine.errors",
+    "RemoteDevice": "engine.devices",
+    "parse_worker_address": "engine.rpc:parse_address",
+    "probe_worker": "engine.rpc",
+    "ping_worker": "engine.rpc:ping",
+    "run_worker": "engine.rpc.server:run_worker",
+    "WorkerConfig": "engine.rpc.server",
     "run_engine_benchmarks": "engine.benchmark",
     "speculation_benchmark": "engine.benchmark",
     "ImageRejected": "engine.errors",

@@ -49,3 +49,7 @@ class NativeBuildUnsafe(EngineError):
 
 class InvalidChatRequest(EngineError):
     """A request whose settings or content cannot be served."""
+
+
+class WorkerUnavailable(EngineError):
+    """An RPC worker that cannot be reached, or was lost while a model used it."""

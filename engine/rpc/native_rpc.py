@@ -1,0 +1,160 @@
+"""ctypes over libggml-rpc, the library the engine's own llama.cpp loads (``GGML_RPC=ON``).
+
+``llama_cpp`` does not bind ggml-rpc. The library is opened from the same ``llama_cpp/lib``
+folder the engine loads llama.cpp from (``native_probe.llama_lib_dir``): in a build with
+its backends linked in, libggml already loaded it and dlopen hands back that copy, so the
+devices registered here are the ones llama.cpp sees.
+
+Every function here can abort the process inside llama.cpp when a worker cannot be reached
+(ggml-rpc's rpc_dispatcher::start calls GGML_ABORT on a failed connect or handshake, and
+its dispatcher thread on any failed send or receive). Call them only in a child process
+(``engine.rpc.probe``) or after a child reached the worker, with ``engine.rpc.guard``
+installed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import LoadFailed
+
+_c = ctypes
+_dev_t = _c.c_void_p
+_lock = threading.Lock()
+_bindings: _Bindings | None = None
+
+
+@dataclass(frozen=True)
+class LocalDevice:
+    """A ggml device of this process, with its native handle (for ``start_server``)."""
+
+    name: str
+    description: str
+    handle: int
+    memory_free: int
+    memory_total: int
+
+
+@dataclass(frozen=True)
+class _Bindings:
+    start_server: object
+    add_server: object
+    get_device_memory: object
+    reg_dev_count: object
+    reg_dev_get: object
+    dev_count: object
+    dev_get: object
+    dev_name: object
+    dev_description: object
+    dev_memory: object
+    set_abort_callback: object
+
+
+def library_path() -> Path | None:
+    """libggml-rpc in llama_cpp/lib, or None when this build has none."""
+    from engine.native_probe import llama_lib_dir
+
+    folder = llama_lib_dir()
+    if folder is None:
+        return None
+    for name in ("libggml-rpc.so", "libggml-rpc.so.0", "libggml-rpc.dylib", "ggml-rpc.dll"):
+        if (folder / name).exists():
+            return folder / name
+    return None
+
+
+def bindings() -> _Bindings:
+    """The prototypes, built once; ``LoadFailed`` when this llama.cpp was built without RPC."""
+    global _bindings
+    with _lock:
+        if _bindings is not None:
+            return _bindings
+        from engine.native import require_backend
+
+        require_backend()
+        path = library_path()
+        if path is None:
+            raise LoadFailed(
+                "This llama.cpp build has no RPC backend (libggml-rpc): rebuild with `make native`."
+            )
+        from llama_cpp import _ggml
+
+        rpc = _c.CDLL(str(path))
+        ggml = _ggml.libggml
+        base = _c.CDLL(str(path.with_name(path.name.replace("ggml-rpc", "ggml-base"))))
+        size_p = _c.POINTER(_c.c_size_t)
+        _bindings = _Bindings(
+            start_server=_c.CFUNCTYPE(
+                None, _c.c_char_p, _c.c_char_p, _c.c_size_t, _c.c_size_t, _c.POINTER(_dev_t)
+            )(("ggml_backend_rpc_start_server", rpc)),
+            add_server=_c.CFUNCTYPE(_c.c_void_p, _c.c_char_p)(("ggml_backend_rpc_add_server", rpc)),
+            get_device_memory=_c.CFUNCTYPE(None, _c.c_char_p, _c.c_uint32, size_p, size_p)(
+                ("ggml_backend_rpc_get_device_memory", rpc)
+            ),
+            reg_dev_count=_c.CFUNCTYPE(_c.c_size_t, _c.c_void_p)(("ggml_backend_reg_dev_count", ggml)),
+            reg_dev_get=_c.CFUNCTYPE(_dev_t, _c.c_void_p, _c.c_size_t)(("ggml_backend_reg_dev_get", ggml)),
+            dev_count=_c.CFUNCTYPE(_c.c_size_t)(("ggml_backend_dev_count", ggml)),
+            dev_get=_c.CFUNCTYPE(_dev_t, _c.c_size_t)(("ggml_backend_dev_get", ggml)),
+            dev_name=_c.CFUNCTYPE(_c.c_char_p, _dev_t)(("ggml_backend_dev_name", ggml)),
+            dev_description=_c.CFUNCTYPE(_c.c_char_p, _dev_t)(("ggml_backend_dev_description", ggml)),
+            dev_memory=_c.CFUNCTYPE(None, _dev_t, size_p, size_p)(("ggml_backend_dev_memory", ggml)),
+            set_abort_callback=_c.CFUNCTYPE(_c.c_void_p, _c.c_void_p)(("ggml_set_abort_callback", base)),
+        )
+        return _bindings
+
+
+def local_devices() -> tuple[LocalDevice, ...]:
+    """This process's ggml devices with their handles, in ggml's order (RPC devices included)."""
+    b = bindings()
+    out = []
+    for i in range(b.dev_count()):
+        dev = b.dev_get(i)
+        if not dev:
+            continue
+        free, total = _c.c_size_t(0), _c.c_size_t(0)
+        b.dev_memory(dev, _c.byref(free), _c.byref(total))
+        out.append(
+            LocalDevice(
+                name=(b.dev_name(dev) or b"").decode(errors="replace"),
+                description=(b.dev_description(dev) or b"").decode(errors="replace"),
+                handle=int(dev),
+                memory_free=free.value,
+                memory_total=total.value,
+            )
+        )
+    return tuple(out)
+
+
+def start_server(
+    endpoint: str, cache_dir: str | None, n_threads: int, devices: tuple[LocalDevice, ...]
+) -> None:
+    """Serve ``devices`` at ``endpoint``; returns only when the server could not start
+    (llama.cpp prints why: the port taken, a device that would not initialise)."""
+    b = bindings()
+    array = (_dev_t * len(devices))(*(d.handle for d in devices))
+    b.start_server(
+        endpoint.encode(), cache_dir.encode() if cache_dir else None, n_threads, len(devices), array
+    )
+
+
+def add_server(endpoint: str) -> tuple[int, ...]:
+    """Register the worker at ``endpoint`` (once per process) and return its device handles.
+
+    Connects to the worker: call only after a child process reached it (see module docs).
+    """
+    b = bindings()
+    reg = b.add_server(endpoint.encode())
+    if not reg:
+        raise LoadFailed(f"The worker at {endpoint} offers no devices.")
+    return tuple(int(b.reg_dev_get(reg, i)) for i in range(b.reg_dev_count(reg)))
+
+
+def device_memory(endpoint: str, index: int) -> tuple[int, int]:
+    """(free, total) bytes of device ``index`` on the worker at ``endpoint``."""
+    b = bindings()
+    free, total = _c.c_size_t(0), _c.c_size_t(0)
+    b.get_device_memory(endpoint.encode(), index, _c.byref(free), _c.byref(total))
+    return free.value, total.value
