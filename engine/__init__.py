@@ -87,6 +87,7 @@ _EXPORTS = {
     "RemoteDevice": "engine.devices",
     "parse_worker_address": "engine.rpc:parse_address",
     "probe_worker": "engine.rpc",
+    "with_workers": "engine.rpc",
     "ping_worker": "engine.rpc:ping",
     "run_worker": "engine.rpc.server:run_worker",
     "WorkerConfig": "engine.rpc.server",

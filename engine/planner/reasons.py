@@ -91,7 +91,11 @@ def memory_reasons(
                 f"({info.vocab_size:,}): drafts may be rejected."
             )
     for m in memory:
-        label = "RAM" if m.device == "CPU" else f"VRAM on {m.device}"
+        label = (
+            "RAM"
+            if m.device == "CPU"
+            else (f"memory on {m.device}" if m.device.startswith("worker ") else f"VRAM on {m.device}")
+        )
         verb = "fits in" if m.deficit == 0 else "exceeds"
         reasons.append(
             f"Needs {format_bytes(m.total)} of {label}: {verb} the {format_bytes(m.available)} free "

@@ -5,7 +5,7 @@ The RPC protocol has no authentication: a worker must only listen on a trusted n
 """
 
 from engine.rpc.endpoint import DEFAULT_PORT, WorkerAddress, parse_address
-from engine.rpc.workers import WorkerInfo, WorkerState, ping, probe_worker
+from engine.rpc.workers import WorkerInfo, WorkerState, ping, probe_worker, with_workers
 
 __all__ = [
     "DEFAULT_PORT",
@@ -15,4 +15,5 @@ __all__ = [
     "parse_address",
     "ping",
     "probe_worker",
+    "with_workers",
 ]

@@ -25,6 +25,7 @@ _c = ctypes
 _dev_t = _c.c_void_p
 _lock = threading.Lock()
 _bindings: _Bindings | None = None
+_registered: dict[str, tuple[int, ...]] = {}  # endpoint -> its device handles (llama.cpp keeps them)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,19 @@ def library_path() -> Path | None:
     folder = llama_lib_dir()
     if folder is None:
         return None
-    for name in ("libggml-rpc.so", "libggml-rpc.so.0", "libggml-rpc.dylib", "ggml-rpc.dll"):
+    return _soname(folder, "ggml-rpc")
+
+
+def _soname(folder: Path, lib: str) -> Path | None:
+    """``lib`` by the name other libraries link it by (``libggml-base.so.0``), else any.
+
+    llama-cpp-python installs ``libX.so``, ``libX.so.0`` and ``libX.so.0.x`` as copies, not
+    links, and a copy opened by another name is a second library with its own globals:
+    ggml's abort callback set in ``libggml-base.so`` would never be seen by the
+    ``libggml-base.so.0`` that libggml-rpc calls. Opening the linked name (dlopen matches
+    it to the loaded file) reaches the copy llama.cpp itself uses.
+    """
+    for name in (f"lib{lib}.so.0", f"lib{lib}.so", f"lib{lib}.dylib", f"{lib}.dll"):
         if (folder / name).exists():
             return folder / name
     return None
@@ -80,11 +93,9 @@ def bindings() -> _Bindings:
             raise LoadFailed(
                 "This llama.cpp build has no RPC backend (libggml-rpc): rebuild with `make native`."
             )
-        from llama_cpp import _ggml
-
         rpc = _c.CDLL(str(path))
-        ggml = _ggml.libggml
-        base = _c.CDLL(str(path.with_name(path.name.replace("ggml-rpc", "ggml-base"))))
+        ggml = _c.CDLL(str(_soname(path.parent, "ggml") or path))
+        base = _c.CDLL(str(_soname(path.parent, "ggml-base") or path))
         size_p = _c.POINTER(_c.c_size_t)
         _bindings = _Bindings(
             start_server=_c.CFUNCTYPE(
@@ -149,7 +160,18 @@ def add_server(endpoint: str) -> tuple[int, ...]:
     reg = b.add_server(endpoint.encode())
     if not reg:
         raise LoadFailed(f"The worker at {endpoint} offers no devices.")
-    return tuple(int(b.reg_dev_get(reg, i)) for i in range(b.reg_dev_count(reg)))
+    handles = tuple(int(b.reg_dev_get(reg, i)) for i in range(b.reg_dev_count(reg)))
+    with _lock:
+        _registered[endpoint] = handles
+    return handles
+
+
+def registered() -> dict[str, tuple[int, ...]]:
+    """The workers registered in this process. llama.cpp cannot forget one: its devices
+    stay in ggml's device list, which is why every load names its devices explicitly once
+    any worker is registered (engine/model_loader.py)."""
+    with _lock:
+        return dict(_registered)
 
 
 def device_memory(endpoint: str, index: int) -> tuple[int, int]:

@@ -16,9 +16,11 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from engine.devices import RemoteDevice
+from engine.hardware import HardwareSnapshot
 from engine.rpc.endpoint import WorkerAddress
 
 PROBE_FLAG = "--rpc-probe"  # `hearth --rpc-probe ENDPOINT` runs probe.child_main() in a bundle
@@ -122,3 +124,9 @@ def probe_worker(address: WorkerAddress, timeout: float = PROBE_TIMEOUT_S) -> Wo
     if not devices:
         return offline("the worker offers no devices")
     return WorkerInfo(address, WorkerState.ONLINE, devices=devices, rtt_ms=rtt, checked_at=time.time())
+
+
+def with_workers(hardware: HardwareSnapshot, workers: Iterable[WorkerInfo]) -> HardwareSnapshot:
+    """``hardware`` with the devices of the workers that answered, for ``plan_load``."""
+    devices = tuple(d for w in workers if w.online for d in w.devices)
+    return replace(hardware, remote_devices=devices)
