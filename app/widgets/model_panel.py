@@ -222,10 +222,11 @@ class ModelPanel(QWidget):
     def set_hardware(self, hardware: HardwareSnapshot) -> None:
         self._hardware = hardware
         self._native_error = hardware.native_error
-        self.gpu_spin.setEnabled(hardware.has_usable_gpu)
+        offload = hardware.has_usable_gpu or bool(hardware.remote_devices)  # workers' devices too
+        self.gpu_spin.setEnabled(offload)
         self.gpu_spin.setToolTip(
-            "Layers to put on the GPU; auto puts as many as fit."
-            if hardware.has_usable_gpu
+            "Layers to put on the GPU (and workers); auto puts as many as fit."
+            if offload
             else (hardware.offload_note or "No usable GPU: every layer runs on the CPU.")
         )
         self._replan()
