@@ -9,9 +9,12 @@ and measures one greedy stream of 128 tokens (after an 8-token warm-up):
   each, the rest and the embeddings here (as the tests split it);
 - ``2workers``: all 19 positions on the workers, only embeddings and sampling here.
 
-The workers are restricted to their CPU and get the same thread count as the local
-context. On loopback the "network" is the kernel's TCP stack, so this measures the
-protocol's per-token cost (commands, serialisation, the hidden state and logits crossing
+The workers are restricted to their CPU, one thread each (``--threads``): on a 2-core
+machine three processes with two OpenMP threads each spin-wait against one another while
+the layers run one device after the other, which measures the scheduler, not RPC.
+
+On loopback the "network" is the kernel's TCP stack, so this measures the protocol's
+per-token cost (commands, serialisation, the hidden state and logits crossing
 sockets, and the devices running one after another), not a real network's latency.
 
 Run: ``.venv/bin/python -m benchmarks.bench_rpc [--rounds 3]``; writes
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -34,6 +38,7 @@ GEMMA = REPO / ".test-cache" / "gemma-3-270m-q4_k_m.gguf"
 TOKENS = 128
 PROMPT = "Write a long story about the sea."
 SPLITS = {"cpu+2workers": 12, "2workers": 19}
+WORKER_THREADS = 1
 
 
 def measure(plan: Any) -> dict[str, Any]:
@@ -70,7 +75,7 @@ def main() -> int:
 
     local_plan = make_plan(GEMMA, ctx=1024, parallel=1)
     threads = local_plan.params.n_threads
-    workers = [start_worker(None, "--threads", str(threads)) for _ in range(2)]
+    workers = [start_worker(None, "--threads", str(WORKER_THREADS)) for _ in range(2)]
     try:
         infos = [probe_worker(parse_worker_address(w.endpoint)) for w in workers]
         hardware = with_workers(take_snapshot(), infos)
@@ -93,7 +98,8 @@ def main() -> int:
     median = {name: statistics.median(x["decode_tps"] for x in rs) for name, rs in runs.items()}
     result: dict[str, Any] = {
         "model": GEMMA.name,
-        "machine": {"cpu": platform.processor() or platform.machine(), "threads": threads},
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "threads": {"local": threads, "each_worker": WORKER_THREADS},
         "tokens": TOKENS,
         "rounds": args.rounds,
         "decode_tps_median": median,
