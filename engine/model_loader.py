@@ -161,7 +161,7 @@ class ModelLoader:
         workers = registered()
         if not keys and not workers:
             return None
-        local_gpus = [d.handle for d in local_devices() if not d.name.startswith("RPC") and d.name != "CPU"]
+        local_gpus = [d.handle for d in local_devices() if d.is_local_gpu]
         if not keys:
             return local_gpus
         handles = []

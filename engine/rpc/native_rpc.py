@@ -37,6 +37,12 @@ class LocalDevice:
     handle: int
     memory_free: int
     memory_total: int
+    type: int = 0  # ggml_backend_dev_type: 0 CPU, 1 GPU, 2 IGPU, 3 ACCEL
+
+    @property
+    def is_local_gpu(self) -> bool:
+        """A GPU of this machine (RPC devices report the GPU type too: told apart by name)."""
+        return self.type in (1, 2) and not self.name.startswith("RPC")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class _Bindings:
     dev_name: object
     dev_description: object
     dev_memory: object
+    dev_type: object
     set_abort_callback: object
 
 
@@ -112,6 +119,7 @@ def bindings() -> _Bindings:
             dev_name=_c.CFUNCTYPE(_c.c_char_p, _dev_t)(("ggml_backend_dev_name", ggml)),
             dev_description=_c.CFUNCTYPE(_c.c_char_p, _dev_t)(("ggml_backend_dev_description", ggml)),
             dev_memory=_c.CFUNCTYPE(None, _dev_t, size_p, size_p)(("ggml_backend_dev_memory", ggml)),
+            dev_type=_c.CFUNCTYPE(_c.c_int, _dev_t)(("ggml_backend_dev_type", ggml)),
             set_abort_callback=_c.CFUNCTYPE(_c.c_void_p, _c.c_void_p)(("ggml_set_abort_callback", base)),
         )
         return _bindings
@@ -134,6 +142,7 @@ def local_devices() -> tuple[LocalDevice, ...]:
                 handle=int(dev),
                 memory_free=free.value,
                 memory_total=total.value,
+                type=int(b.dev_type(dev)),
             )
         )
     return tuple(out)

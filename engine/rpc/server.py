@@ -62,7 +62,8 @@ def choose_devices(available: Sequence, wanted: Sequence[str]) -> tuple:
             raise WorkerRefused(f"No device named {', '.join(missing)} here; devices: {names}.")
         return tuple(by_name[w.lower()] for w in wanted)
     local = [d for d in available if not d.name.startswith("RPC")]
-    gpus = [d for d in local if d.name.upper() != "CPU" and not d.name.upper().startswith("CPU")]
+    # By type where the device says it (an ACCEL device such as BLAS is no GPU), else by name.
+    gpus = [d for d in local if getattr(d, "is_local_gpu", not d.name.upper().startswith("CPU"))]
     return tuple(gpus or [d for d in local if d.name.upper().startswith("CPU")][:1])
 
 
