@@ -150,20 +150,16 @@ class ModelLoader:
             self.hooks.progress(LoadPhase.WORKERS, (i + 1) / max(1, len(endpoints)))
 
     def _offload_devices(self) -> list[int] | None:
-        """The ggml devices the plan offloads to, or None for llama.cpp's own choice.
-
-        Named explicitly whenever a worker is registered in this process: llama.cpp would
-        otherwise put every registered worker's devices first in any model's list.
-        """
+        """The ggml devices the plan offloads to, or None for llama.cpp's own choice (every
+        local GPU). A worker's devices are not in ggml's device list (native_rpc.add_server),
+        so a split plan names all of its devices."""
+        keys = self.plan.params.devices
+        if not keys:
+            return None
         from engine.rpc.native_rpc import local_devices, registered
 
-        keys = self.plan.params.devices
         workers = registered()
-        if not keys and not workers:
-            return None
         local_gpus = [d.handle for d in local_devices() if d.is_local_gpu]
-        if not keys:
-            return local_gpus
         handles = []
         for key in keys:
             if key.startswith("rpc:"):

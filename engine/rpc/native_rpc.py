@@ -164,6 +164,10 @@ def add_server(endpoint: str) -> tuple[int, ...]:
     """Register the worker at ``endpoint`` (once per process) and return its device handles.
 
     Connects to the worker: call only after a child process reached it (see module docs).
+    Unlike llama.cpp's own tools, Hearth does not ``ggml_backend_register`` the returned
+    registry: the worker's devices stay out of ggml's device list, so no other model, no
+    hardware snapshot and no device query ever talks to a worker (a query to a lost one
+    would abort); a split load names them explicitly (engine/model_loader.py).
     """
     b = bindings()
     reg = b.add_server(endpoint.encode())
@@ -176,9 +180,7 @@ def add_server(endpoint: str) -> tuple[int, ...]:
 
 
 def registered() -> dict[str, tuple[int, ...]]:
-    """The workers registered in this process. llama.cpp cannot forget one: its devices
-    stay in ggml's device list, which is why every load names its devices explicitly once
-    any worker is registered (engine/model_loader.py)."""
+    """The workers registered in this process, with their device handles."""
     with _lock:
         return dict(_registered)
 
