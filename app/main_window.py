@@ -101,6 +101,8 @@ class MainWindow(QMainWindow):
         self.hardware_panel = HardwarePanel()
         self.workers = WorkerRegistry(paths.workers_file, parent=self)
         self.workers.changed.connect(self._workers_changed)
+        self.session.model_ready.connect(lambda model: self.workers.set_in_use(model.plan.workers))
+        self.session.model_unloaded.connect(lambda: self.workers.set_in_use(()))
         self.hardware_panel.workers.add_requested.connect(self.ask_for_worker)
         self.model_panel = ModelPanel()
         self.conversation_list = ConversationList()

@@ -54,6 +54,9 @@ class WorkerRegistry(QObject):
         self._ping = ping
         self._info: dict[WorkerAddress, WorkerInfo] = {}
         self._busy: set[WorkerAddress] = set()
+        # Endpoints the loaded model is using. llama.cpp's RPC server serves one client at a
+        # time, so a probe of one would wait for the model to unload: only pinged meanwhile.
+        self._in_use: frozenset[str] = frozenset()
         self._answered.connect(self._on_answer, Qt.ConnectionType.QueuedConnection)
         for address in self._read():
             self._info[address] = WorkerInfo(address, WorkerState.OFFLINE, reason="not checked yet")
@@ -97,9 +100,13 @@ class WorkerRegistry(QObject):
     def stop(self) -> None:
         self._timer.stop()
 
+    def set_in_use(self, endpoints: Iterable[str]) -> None:
+        """The workers a loaded model uses (none: ``()``); they are pinged, never probed."""
+        self._in_use = frozenset(endpoints)
+
     def probe(self, address: WorkerAddress) -> None:
         """Ask the worker for its devices and memory (a child process, on a thread)."""
-        if address in self._busy:
+        if address in self._busy or address.endpoint in self._in_use:
             return
         self._busy.add(address)
         threading.Thread(
@@ -133,7 +140,7 @@ class WorkerRegistry(QObject):
             return
         if rtt is None:
             info = replace(known, state=WorkerState.OFFLINE, reason=why, rtt_ms=None)
-        elif not known.online:
+        elif not known.online and address.endpoint not in self._in_use:
             info = self._probe(address)  # it answers again: read its devices anew
         else:
             info = replace(known, rtt_ms=rtt)

@@ -75,3 +75,22 @@ def test_add_worker_in_the_window_shows_an_unreachable_one_offline(qtbot, window
     window._ensure_dashboard(True)
     assert window.dashboard is not None
     assert window.dashboard.workers_panel.labels[0].text() == panel.labels[0].text()
+
+
+def test_a_worker_the_loaded_model_uses_is_pinged_never_probed(qtbot, tmp_path: Path) -> None:
+    probed: list[WorkerAddress] = []
+
+    def probe(address: WorkerAddress) -> WorkerInfo:
+        probed.append(address)
+        return online(address)
+
+    registry = WorkerRegistry(tmp_path / "workers.json", probe=probe, ping=lambda a: (0.7, ""))
+    registry.set_in_use(["10.0.0.9:50052"])  # llama.cpp's server would not answer a second client
+    registry.add("10.0.0.9:50052")
+    registry.ping_all()
+    qtbot.wait(200)
+    assert probed == []
+    registry.set_in_use(())
+    registry.probe(parse_worker_address("10.0.0.9:50052"))
+    qtbot.waitUntil(lambda: registry.workers[0].online)
+    assert probed == [parse_worker_address("10.0.0.9:50052")]
