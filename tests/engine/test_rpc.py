@@ -9,7 +9,7 @@ import pytest
 
 from engine.devices import RemoteDevice
 from engine.hardware import described_machine
-from engine.planner import InvalidLoadRequest, LoadPhase, LoadRequest, Verdict, plan_load
+from engine.planner import InvalidLoadRequest, LoadPhase, LoadRequest, Verdict, describe_plan, plan_load
 from engine.rpc import parse_address
 from engine.rpc.endpoint import InvalidAddress, WorkerAddress
 from engine.rpc.guard import is_rpc_abort
@@ -84,6 +84,8 @@ def test_a_model_too_big_for_one_box_fits_across_three_machines() -> None:
     # The hidden state crosses to the first worker, to the second, and the logits come back.
     assert plan.network_bytes_per_token >= 2 * 4096 * 4 + 128256 * 4
     assert any("Split across 3 machines" in r and "cross the network per token" in r for r in plan.reasons)
+    assert any(r.startswith("All 33 layers") and "on 2 workers" in r for r in plan.reasons)
+    assert describe_plan(plan)[0] == "Test 8B: fits across 3 machines"
 
 
 def test_a_given_split_places_the_layers_and_a_wrong_one_is_refused() -> None:
