@@ -204,3 +204,34 @@ def test_a_worker_killed_mid_reply_fails_the_reply_and_nothing_else() -> None:
     assert steps["local"]["text"], "a local model loads and answers in the same process afterwards"
     assert steps["local"]["signals"] == 1
     assert rc == 0, f"the process did not exit cleanly (rc {rc}): {stderr[-2000:]}"
+
+
+def test_hearth_plan_with_workers_prints_the_split(workers: list[Worker]) -> None:
+    args = [sys.executable, "-m", "app", "plan", str(GEMMA), "--ctx", "1024", "--gpu-layers", "12", "--json"]
+    for w in workers:
+        args += ["--worker", w.endpoint]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["machines"] == 3 and plan["network_bytes_per_token"] > 0
+    assert [m["device"] for m in plan["memory"]] == ["CPU", *(f"worker {w.endpoint}" for w in workers)]
+    offline = subprocess.run(
+        [sys.executable, "-m", "app", "plan", str(GEMMA), "--worker", f"127.0.0.1:{free_port()}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert offline.returncode == 2 and "offline: nothing listens" in offline.stderr
+
+
+def test_a_worker_whose_port_is_taken_says_so_and_exits(workers: list[Worker]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "worker", "--port", str(workers[0].port), "--devices", "CPU"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "could not serve" in done.stdout and "Failed to create server socket" in done.stderr
