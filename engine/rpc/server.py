@@ -67,6 +67,20 @@ def choose_devices(available: Sequence, wanted: Sequence[str]) -> tuple:
     return tuple(gpus or [d for d in local if d.name.upper().startswith("CPU")][:1])
 
 
+def _line_buffer_c_stdout() -> None:
+    """llama.cpp's server prints its banner and each client with printf; into a pipe (a log,
+    `| tee`, a supervisor) C's stdout is fully buffered and those lines would arrive late or
+    never: make it line-buffered, as on a terminal. Best effort (glibc)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        stream = ctypes.c_void_p.in_dll(libc, "stdout")
+        libc.setvbuf(stream, None, 1, 0)  # _IOLBF
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def run_worker(config: WorkerConfig, out: Callable[[str], None] = print) -> int:
     """Serve until a signal ends the process; returns (non-zero) only when serving failed."""
     check_config(config)
@@ -88,6 +102,7 @@ def run_worker(config: WorkerConfig, out: Callable[[str], None] = print) -> int:
         out("  (this machine only; --host ADDRESS --allow-network serves a trusted network)")
     sys.stdout.flush()
 
+    _line_buffer_c_stdout()
     stopped = threading.Event()
     signalled: list[int] = []
 
