@@ -17,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine import run_model_check_child
 
         return run_model_check_child(args[1:])
+    if args[:1] == ["--rpc-probe"]:  # engine/rpc/workers.py's child, likewise
+        from engine import run_rpc_probe_child
+
+        return run_rpc_probe_child(args[1:])
     from app.cli import run_cli
 
     return run_cli(args)

@@ -34,6 +34,45 @@ def _add_speculation_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_worker_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--worker",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a `hearth worker` whose devices take layers too (repeatable)",
+    )
+    parser.add_argument(
+        "--split",
+        default=None,
+        metavar="W[,W...]",
+        help="share of the offloaded layers per device, workers first (default: by free memory)",
+    )
+
+
+def _hardware(args: argparse.Namespace):  # -> HardwareSnapshot
+    """This machine, with the devices of each --worker (an offline one is an error)."""
+    from engine import parse_worker_address, probe_worker, take_snapshot, with_workers
+
+    hardware = take_snapshot()
+    if not getattr(args, "worker", None):
+        return hardware
+    infos = [probe_worker(parse_worker_address(text)) for text in args.worker]
+    for info in infos:
+        if not info.online:
+            raise EngineError(f"The worker at {info.address} is offline: {info.reason}.")
+    return with_workers(hardware, infos)
+
+
+def _split(args: argparse.Namespace) -> tuple[float, ...] | None:
+    if not getattr(args, "split", None):
+        return None
+    try:
+        return tuple(float(x) for x in args.split.split(","))
+    except ValueError:
+        raise EngineError(f"--split {args.split!r}: give numbers separated by commas, e.g. 1,1.") from None
+
+
 def _speculation(args: argparse.Namespace):  # -> SpeculationConfig | None
     from engine import SpeculationConfig
 
@@ -81,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
     p.add_argument("--ubatch", type=int, default=None, help="micro-batch size (memory lever)")
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector to load with it")
+    _add_worker_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("chat", help="load a model and stream one reply to stdout")
@@ -105,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (needed for --image)")
     p.add_argument("--image", type=Path, action="append", default=[], help="image to ask about (repeatable)")
     _add_speculation_options(p)
+    p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers (GPUs and workers)")
+    _add_worker_options(p)
     p.add_argument(
         "--json", action="store_true", help="print one JSON object at the end instead of streaming"
     )
@@ -151,6 +193,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (for image_url parts)")
     _add_speculation_options(p)
 
+    p = sub.add_parser(
+        "worker",
+        help="offer this machine's devices to other Hearths (llama.cpp RPC)",
+        description="Serve this machine's devices over llama.cpp's RPC protocol, so another Hearth can "
+        "place a model's layers here (Add worker... in its hardware view). Runs until Ctrl+C or "
+        "SIGTERM. The protocol has no authentication: serve only on a trusted network.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=50052, help="port to listen on")
+    p.add_argument(
+        "--devices",
+        default="",
+        metavar="DEV[,DEV...]",
+        help="devices to offer, by llama.cpp name (CPU, CUDA0, Vulkan0; default: the GPUs, else the CPU)",
+    )
+    p.add_argument("--cache-dir", default=None, help="keep received tensors here, so a reload is quicker")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
+    p.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="allow a --host other than loopback (unauthenticated: a trusted network only)",
+    )
+
     p = sub.add_parser("hardware", help="what this machine has")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -173,6 +238,7 @@ def run_cli(argv: list[str]) -> int:
         "chat": cmd_chat,
         "bench": cmd_bench,
         "serve": cmd_serve,
+        "worker": cmd_worker,
         "setup-default-model": cmd_setup_default_model,
     }
     try:
@@ -235,7 +301,6 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
         inspect_model,
         inspect_projector,
         plan_load,
-        take_snapshot,
     )
 
     info = inspect_model(args.file)
@@ -248,8 +313,9 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
         kv_type=KvCacheType(args.kv),
         n_ubatch=args.ubatch,
         projector=projector,
+        tensor_split=_split(args),
     )
-    plan = plan_load(info, take_snapshot(), request)
+    plan = plan_load(info, _hardware(args), request)
     if args.json:
         _print_json(plan)
     else:
@@ -271,7 +337,6 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         inspect_projector,
         load_images,
         plan_load,
-        take_snapshot,
     )
 
     sampling = SamplingParams(
@@ -294,15 +359,20 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
     projector = inspect_projector(args.mmproj) if args.mmproj else None
     speculation = _speculation(args)
     draft = inspect_model(speculation.draft_path) if speculation and speculation.draft_path else None
+    gpu_layers = (
+        None if str(args.gpu_layers).lower() == "auto" else _parse_int(args.gpu_layers, "--gpu-layers")
+    )
     plan = plan_load(
         inspect_model(args.model),
-        take_snapshot(),
+        _hardware(args),
         LoadRequest(
             context_per_conversation=args.ctx,
             parallel=1,
+            gpu_layers=gpu_layers,
             projector=projector,
             draft=draft,
             max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
+            tensor_split=_split(args),
         ),
     )
     model = Engine.load(plan, speculation=speculation).wait_ready()
@@ -408,6 +478,21 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
         host=args.host, port=args.port, api_key=args.api_key or None, cors_origins=tuple(args.cors_origin)
     )
     return run_serve(ServeOptions(plan, config, speculation))
+
+
+def cmd_worker(args: argparse.Namespace, paths: AppPaths) -> int:
+    from engine import WorkerAddress, WorkerConfig, run_worker
+
+    if not 1 <= args.port <= 65535:
+        raise EngineError(f"--port must be between 1 and 65535, not {args.port}.")
+    config = WorkerConfig(
+        address=WorkerAddress(args.host, args.port),
+        devices=tuple(d.strip() for d in args.devices.split(",") if d.strip()),
+        cache_dir=args.cache_dir,
+        threads=args.threads,
+        allow_network=args.allow_network,
+    )
+    return run_worker(config)
 
 
 def cmd_hardware(args: argparse.Namespace, paths: AppPaths) -> int:

@@ -50,6 +50,7 @@ from app.widgets.nav_rail import NavRail, Page
 from app.widgets.remote_panel import RemotePanel
 from app.widgets.server_panel import ServerPanel
 from app.widgets.settings_dialog import SettingsDialog
+from app.workers import WorkerRegistry
 from engine import (
     EngineError,
     HardwareSnapshot,
@@ -107,6 +108,11 @@ class MainWindow(QMainWindow):
 
         self.library_panel = LibraryPanel(self.library)
         self.hardware_panel = HardwarePanel()
+        self.workers = WorkerRegistry(paths.workers_file, parent=self)
+        self.workers.changed.connect(self._workers_changed)
+        self.session.model_ready.connect(lambda model: self.workers.set_in_use(model.plan.workers))
+        self.session.model_unloaded.connect(lambda: self.workers.set_in_use(()))
+        self.hardware_panel.workers.add_requested.connect(self.ask_for_worker)
         self.model_panel = ModelPanel()
         self.remote_panel = RemotePanel()
         # The Models page's details: a GGUF's plan and load controls, or a remote model's facts.
@@ -278,7 +284,9 @@ class MainWindow(QMainWindow):
         if self._hardware is None:
             self._hardware = take_snapshot()
         self.hardware_panel.set_snapshot(self._hardware)
-        self.model_panel.set_hardware(self._hardware)
+        self.model_panel.set_hardware(self.planning_hardware())
+        self._workers_changed()
+        self.workers.start()
         if self._hardware.native_error is not None:  # this llama.cpp build failed its self-check
             print(f"hearth: {self._hardware.native_error}", file=sys.stderr)
             self.native_label.setText(self._hardware.native_error)
@@ -302,6 +310,7 @@ class MainWindow(QMainWindow):
         settings.setValue("models_page", self.models_page.saveState())
         settings.setValue("page", self.current_page().value)
         self.chat.shutdown()
+        self.workers.stop()
         self.local_server.shutdown()  # API requests end before their model goes
         self.session.unload()
         if self.dashboard is not None:
@@ -415,7 +424,7 @@ class MainWindow(QMainWindow):
             info = inspect_model(model_path)
             remembered = self.store.get_setting(settings_key(info.path))
             request = request_from_dict(remembered, self._find_info) if remembered else None
-            plan = plan_load(info, self._hardware or take_snapshot(), request or LoadRequest())
+            plan = plan_load(info, self.planning_hardware(), request or LoadRequest())
         except EngineError as exc:
             self.status_label.setText(exc.message)
             return
@@ -630,6 +639,41 @@ class MainWindow(QMainWindow):
         self.server_button.setVisible(server.status is ServerStatus.ON)
         self.server_button.setText(f"API on port {server.bound_port}" if server.bound_port else "")
 
+    # -- RPC workers -------------------------------------------------------------------
+
+    def planning_hardware(self) -> HardwareSnapshot:
+        """This machine, with the devices of the workers that answered: what plans use."""
+        if self._hardware is None:
+            self._hardware = take_snapshot()
+        return self.workers.hardware(self._hardware)
+
+    def ask_for_worker(self) -> None:
+        from PySide6.QtWidgets import QInputDialog
+
+        text, ok = QInputDialog.getText(
+            self,
+            "Add worker",
+            "host:port of a machine running `hearth worker`\n"
+            "(llama.cpp's RPC has no authentication: add only machines on a network you trust)",
+            text="127.0.0.1:50052",
+        )
+        if ok and text.strip():
+            self.add_worker(text)
+
+    def add_worker(self, text: str) -> None:
+        try:
+            self.workers.add(text)
+        except EngineError as exc:
+            self.status_label.setText(exc.message)
+
+    def _workers_changed(self) -> None:
+        workers = self.workers.workers
+        self.hardware_panel.workers.set_workers(workers)
+        if self._hardware is not None:
+            self.model_panel.set_hardware(self.planning_hardware())
+        if self.dashboard is not None:
+            self.dashboard.set_workers(workers)
+
     # -- dashboard ---------------------------------------------------------------------
 
     def _ensure_dashboard(self, visible: bool) -> None:
@@ -639,6 +683,7 @@ class MainWindow(QMainWindow):
             return
         self.dashboard = DashboardView(self._telemetry, snapshot=self._hardware)
         self.dashboard.set_owner_names(self._conversation_title)
+        self.dashboard.set_workers(self.workers.workers)
         model = self.session.ready_model
         if model is not None:
             self.dashboard.set_model(model)

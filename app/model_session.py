@@ -70,6 +70,7 @@ class ModelSession(QObject):
         model.phase_finished.connect(self.phase_finished)
         model.ready.connect(lambda m=model: self._on_ready(m))
         model.load_failed.connect(lambda error, m=model: self._on_failed(m, error))
+        model.worker_lost.connect(lambda error, m=model: self._on_worker_lost(m, error))
         self.model = model
         self._set_state(SessionState.LOADING)
         model.start()
@@ -106,6 +107,17 @@ class ModelSession(QObject):
         self.model = None
         self._set_state(SessionState.FAILED)
         self.load_failed.emit(error)
+
+    def _on_worker_lost(self, model: LoadedModel, error: EngineError) -> None:
+        """An RPC worker of the loaded model was lost: its requests already failed (the
+        chats keep what streamed) and the engine dropped it; say so, as for a failed load."""
+        if model is not self.model:
+            return
+        self.error = error
+        self.model = None
+        self._set_state(SessionState.FAILED)
+        self.load_failed.emit(error)
+        self.model_unloaded.emit()
 
     def _set_state(self, state: SessionState) -> None:
         self.state = state

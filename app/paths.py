@@ -30,6 +30,11 @@ class AppPaths:
         return self.data_dir / "settings.json"
 
     @property
+    def workers_file(self) -> Path:
+        """The RPC workers the user added (``host:port``), kept apart from other settings."""
+        return self.data_dir / "workers.json"
+
+    @property
     def database_file(self) -> Path:
         return self.data_dir / "hearth.sqlite3"
 

@@ -22,6 +22,7 @@ FACT_TIPS = {"Parameters": PARAMETERS_TIP, "Chat template": BASE_MODEL_TIP}
 # What each load phase is called in the load panel and in `hearth serve`'s output.
 PHASE_LABELS = {
     LoadPhase.VALIDATE: "Check the file",
+    LoadPhase.WORKERS: "Connect to workers",
     LoadPhase.WEIGHTS: "Load weights",
     LoadPhase.CONTEXT: "Allocate KV cache and buffers",
     LoadPhase.PROJECTOR: "Load vision projector",

@@ -23,3 +23,26 @@ class BackendDevice:
     type: DeviceType
     memory_total: int
     memory_free: int
+
+
+@dataclass(frozen=True)
+class RemoteDevice:
+    """A device an RPC worker (``hearth worker``) offers, as the planner sees it.
+
+    ``endpoint`` is ``host:port``; ``index`` the device's number on that worker. The RPC
+    protocol reports only memory per device, not a device's own name or kind.
+    """
+
+    endpoint: str
+    index: int
+    memory_total: int
+    memory_free: int
+
+    @property
+    def key(self) -> str:
+        """The name the plan and the loader share for this device."""
+        return f"rpc:{self.endpoint}#{self.index}"
+
+    @property
+    def label(self) -> str:
+        return f"worker {self.endpoint}" + (f" #{self.index}" if self.index else "")

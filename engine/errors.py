@@ -55,3 +55,7 @@ class ReplyInterrupted(EngineError):
     """A reply cut off partway by something other than the user (a remote server that went
     away mid-stream): what it said so far stands, saved as interrupted, and it can be
     continued."""
+
+
+class WorkerUnavailable(EngineError):
+    """An RPC worker that cannot be reached, or was lost while a model used it."""

@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 import psutil
 
 from engine import native
-from engine.devices import BackendDevice, DeviceType
+from engine.devices import BackendDevice, DeviceType, RemoteDevice
 from engine.units import format_bytes
 
 _T = TypeVar("_T")
@@ -52,6 +52,9 @@ class HardwareSnapshot:
     backend_devices: tuple[BackendDevice, ...]
     cpu_simd: tuple[str, ...] = ()  # what the CPU advertises (/proc/cpuinfo), llama.cpp's names
     native_error: str | None = None  # why llama.cpp cannot run in this process (a failed self-check)
+    # Devices of the RPC workers the user added that answered (engine/rpc): the planner
+    # places layers on them like on GPUs. Added with ``with_workers``; none by default.
+    remote_devices: tuple[RemoteDevice, ...] = ()
 
     @property
     def simd_not_compiled(self) -> tuple[str, ...]:

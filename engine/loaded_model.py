@@ -30,6 +30,18 @@ def _unload_all() -> None:
     code while the interpreter and Qt tear down would crash the process."""
     for model in list(_live):
         model.unload(wait=True)
+    from engine.executor import _abandoned
+
+    if _abandoned:
+        # An executor parked inside llama.cpp after losing an RPC worker (engine/rpc/guard.py)
+        # can never finish, and the interpreter's teardown would destroy its QThread, which
+        # Qt answers with a fatal error (abort). Everything else is done: leave now.
+        import os
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 class LoadedModel(QObject):
@@ -60,6 +72,7 @@ class LoadedModel(QObject):
         self.ready = ex.ready
         self.load_failed = ex.load_failed
         self.unloaded = ex.unloaded
+        self.worker_lost = ex.worker_lost  # WorkerUnavailable; ``unloaded`` follows
 
     def start(self) -> LoadedModel:
         _live.add(self)
@@ -145,10 +158,21 @@ class LoadedModel(QObject):
         return self._executor.measure(request)
 
     def unload(self, wait: bool = True) -> None:
-        """Stop serving, end every request, free every native allocation."""
+        """Stop serving, end every request, free every native allocation.
+
+        A model whose RPC worker was lost is already unloaded and its thread never ends
+        (engine/rpc/guard.py): there is nothing to wait for.
+        """
+        if self._executor.abandoned:
+            return
         self._executor.request_unload()
         if wait:
             self._executor.wait()
+
+    @property
+    def lost_worker(self) -> bool:
+        """An RPC worker this model used was lost; the model is unloaded (its memory abandoned)."""
+        return self._executor.abandoned
 
 
 class Engine:

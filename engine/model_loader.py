@@ -16,7 +16,7 @@ from engine.catalog import inspect_model
 from engine.chat import ChatTemplate
 from engine.chat.traits import chat_traits
 from engine.draft_model import DraftModel, check_draft_compatible
-from engine.errors import Cancelled, DoesNotFit, EngineError, LoadFailed
+from engine.errors import Cancelled, DoesNotFit, EngineError, LoadFailed, WorkerUnavailable
 from engine.llama_log import LogLine, most_specific_error
 from engine.model_check import require_loadable
 from engine.multimodal import ProjectorRuntime
@@ -65,6 +65,7 @@ class ModelLoader:
     def load(self) -> NativeModel:
         steps: dict[LoadPhase, Callable[[], None]] = {
             LoadPhase.VALIDATE: self._validate,
+            LoadPhase.WORKERS: self._connect_workers,
             LoadPhase.WEIGHTS: self._load_weights,
             LoadPhase.CONTEXT: self._create_context,
             LoadPhase.PROJECTOR: self._load_projector,
@@ -129,10 +130,61 @@ class ModelLoader:
         if draft_model and plan.request.draft is not None:
             require_loadable(plan.request.draft)
 
+    def _connect_workers(self) -> None:
+        """Register each worker the plan uses with llama.cpp, after a child process reached
+        it: ggml-rpc aborts the process on a worker it cannot connect to (engine/rpc)."""
+        from engine.rpc import guard, parse_address, probe_worker
+        from engine.rpc.native_rpc import add_server
+
+        guard.install()
+        endpoints = self.plan.workers
+        for i, endpoint in enumerate(endpoints):
+            self._check_cancelled()
+            info = probe_worker(parse_address(endpoint))
+            if not info.online:
+                raise WorkerUnavailable(f"The worker at {endpoint} is offline: {info.reason}.")
+            planned = [k for k in self.plan.params.devices if k.startswith(f"rpc:{endpoint}#")]
+            if len(info.devices) < len(planned):
+                raise WorkerUnavailable(f"The worker at {endpoint} now offers fewer devices than planned.")
+            add_server(endpoint)
+            self.hooks.progress(LoadPhase.WORKERS, (i + 1) / max(1, len(endpoints)))
+
+    def _offload_devices(self) -> list[int] | None:
+        """The ggml devices the plan offloads to, or None for llama.cpp's own choice (every
+        local GPU). A worker's devices are not in ggml's device list (native_rpc.add_server),
+        so a split plan names all of its devices."""
+        keys = self.plan.params.devices
+        if not keys:
+            return None
+        from engine.rpc.native_rpc import local_devices, registered
+
+        workers = registered()
+        local_gpus = [d.handle for d in local_devices() if d.is_local_gpu]
+        handles = []
+        for key in keys:
+            if key.startswith("rpc:"):
+                endpoint, _, index = key[4:].rpartition("#")
+                handles.append(workers[endpoint][int(index)])
+            else:
+                handles.append(local_gpus[int(key.partition(":")[2])])
+        return handles
+
     def _load_weights(self) -> None:
+        import ctypes
+
         native, ll = self.native, self.native.ll
         params = ll.llama_model_default_params()
         params.n_gpu_layers = self.plan.params.n_gpu_layers
+        devices = self._offload_devices()
+        if devices is not None:
+            # NULL-terminated ggml_backend_dev_t[]; the arrays stay referenced by the model
+            # (llama.cpp copies the devices but reads tensor_split during the load).
+            native.devices_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(native.devices_array, ctypes.c_void_p).value
+            split = self.plan.params.tensor_split
+            if split and len(split) == len(devices):
+                native.split_array = (ctypes.c_float * int(ll.llama_max_devices()))(*split)
+                params.tensor_split = native.split_array
         report = self._progress(LoadPhase.WEIGHTS)
         native.progress_callback = ll.llama_progress_callback(lambda fraction, _user: report(fraction))
         params.progress_callback = native.progress_callback

@@ -205,12 +205,19 @@ def require_backend() -> None:
 
 
 def supports_gpu_offload() -> bool:
-    """Whether this llama.cpp build has a GPU backend (CUDA, Vulkan, Metal, ...)."""
+    """Whether this llama.cpp build has a GPU backend (CUDA, Vulkan, Metal, ...) with a device.
+
+    Not ``llama_supports_gpu_offload()``: that is also true whenever the RPC backend is
+    built in (every Hearth build, engine/native_build.py), which would make a CPU-only
+    build look able to offload to the machine's GPU. RPC workers' devices reach the
+    planner on their own (``HardwareSnapshot.remote_devices``).
+    """
     if not ensure_backend():
         return False
-    llama = _llama()
-    assert llama is not None
-    return bool(llama.llama_supports_gpu_offload())
+    return any(
+        d.type in (DeviceType.GPU, DeviceType.IGPU) and not d.name.startswith("RPC")
+        for d in backend_devices()
+    )
 
 
 def system_info() -> str:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import platform
+import posixpath
 import shutil
 import subprocess
 import sys
@@ -188,6 +189,13 @@ def choose_backend(requested: str | None, tools: Toolchain) -> BackendChoice:
     return BackendChoice(Backend.CPU, "no CUDA toolkit with a driver, no Vulkan SDK with glslc")
 
 
+# llama.cpp's RPC backend, in every build whatever the CPU and GPU options: it gives
+# libggml-rpc (installed beside libggml in llama_cpp/lib), which both ends of a split model
+# use — `hearth worker` serves this machine's devices with it, and the engine registers
+# other machines' workers with it. It costs one small library and no run-time work until a
+# worker is added.
+RPC_OPTIONS: Mapping[str, str] = {"GGML_RPC": "ON"}
+
 BACKEND_OPTIONS: Mapping[Backend, Mapping[str, str]] = {
     Backend.CPU: {},
     # "native": only this machine's GPU architecture, which keeps the compile to minutes.
@@ -205,6 +213,7 @@ class BuildConfig:
     backend_reason: str
     cpu_options: tuple[tuple[str, bool], ...]
     extra_options: tuple[tuple[str, str], ...] = ()
+    rpc: bool = True  # GGML_RPC: part of the cmake arguments, so of the key
     python_tag: str = field(default_factory=lambda: f"cp{sys.version_info[0]}{sys.version_info[1]}")
     machine: str = field(default_factory=platform.machine)
     compiler: str = ""
@@ -213,6 +222,8 @@ class BuildConfig:
     def cmake_args(self) -> str:
         args = [f"-D{name}={'ON' if on else 'OFF'}" for name, on in self.cpu_options]
         args += [f"-D{k}={v}" for k, v in BACKEND_OPTIONS[self.backend].items()]
+        if self.rpc:
+            args += [f"-D{k}={v}" for k, v in RPC_OPTIONS.items()]
         args += [f"-D{k}={v}" for k, v in self.extra_options]
         return " ".join(args)
 
@@ -373,12 +384,34 @@ def build_wheel(config: BuildConfig, python: str, house: Path) -> Path:
             if not modules:
                 raise BuildError("the GGML_BACKEND_DL build produced no CPU backend modules")
             add_to_wheel(built[-1], modules, "llama_cpp/lib")
+        missing = missing_libraries(config, built[-1])
+        if missing:
+            raise BuildError(f"the wheel has no {', '.join(missing)} in llama_cpp/lib")
         target.mkdir(parents=True, exist_ok=True)
         final = target / built[-1].name
         shutil.move(str(built[-1]), final)
     (target / "options.json").write_text(json.dumps(stamp_for(config, final), indent=2) + "\n")
     print(f"[native] built in {time.monotonic() - started:.0f} s: {final}")
     return final
+
+
+def required_libraries(config: BuildConfig) -> tuple[str, ...]:
+    """The libraries in ``llama_cpp/lib`` that Hearth loads by name from this build."""
+    names = ["libllama.so", "libggml.so", "libggml-base.so", "libmtmd.so"]
+    if config.rpc:
+        names.append("libggml-rpc.so")
+    return tuple(names)
+
+
+def missing_libraries(config: BuildConfig, wheel: Path) -> list[str]:
+    """What ``required_libraries`` names that the wheel lacks: a wheel without libggml-rpc
+    would install and import fine and only fail when a worker is added, so it is refused
+    at build time instead."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        present = {posixpath.basename(n) for n in zf.namelist() if "/llama_cpp/lib/" in f"/{n}"}
+    return [name for name in required_libraries(config) if name not in present]
 
 
 def add_to_wheel(wheel: Path, files: Iterable[Path], folder: str) -> None:

@@ -60,6 +60,8 @@ class NativeModel:
     prompts: PromptBuilder | None = None  # once every phase has run
     samplers: SamplerHost | None = None  # once every phase has run
     progress_callback: Any = None  # a ctypes callback must stay referenced while llama.cpp may call it
+    devices_array: Any = None  # llama_model_params.devices / tensor_split, kept for the load
+    split_array: Any = None
 
     @property
     def has_vision(self) -> bool:
@@ -114,4 +116,5 @@ class NativeModel:
         self.samplers = None
         self.batch = None
         self.progress_callback = None
+        self.devices_array = self.split_array = None
         release_freed_memory()

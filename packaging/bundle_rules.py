@@ -114,7 +114,8 @@ def llama_cpp_libs(lib_dir: Path | None = None) -> list[tuple[str, str]]:
         if p.is_file() and not any(p.name.startswith(f"libggml-cpu-{v}") for v in AMX_CPU_VARIANTS)
     )
     stems = {p.name.split(".")[0] for p in files}
-    for required in ("llama", "ggml", "ggml-base", "ggml-cpu", "mtmd"):
+    # ggml-rpc: `hearth worker` and split models need it (native_build.RPC_OPTIONS builds it).
+    for required in ("llama", "ggml", "ggml-base", "ggml-cpu", "mtmd", "ggml-rpc"):
         # libllama.so (Linux), libllama.dylib (macOS), llama.dll (Windows); libggml-cpu-<variant>
         if not any(stem in (f"lib{required}", required) for stem in stems) and not (
             required == "ggml-cpu" and any(stem.startswith("libggml-cpu-") for stem in stems)

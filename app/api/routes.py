@@ -200,6 +200,7 @@ class Routes:
         try:
             first = await _admitted(stream)
             ids = ResponseIds(endpoint, facts.name)
+
             def finished(completion: Completion, shaper: OutputShaper | None) -> None:
                 self._finished(spec, completion, shaper, outcome)
 

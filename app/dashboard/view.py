@@ -49,6 +49,7 @@ from app.dashboard.plots import (
     fmt_rate,
     fmt_watts,
 )
+from app.widgets.workers_panel import WorkersPanel
 from engine import (
     DeviceType,
     EngineStats,
@@ -294,6 +295,8 @@ class DashboardView(QWidget):
         self.system_section = _Section("System")
         for card in (self.cpu_card, self.memory_card, self.process_card):
             self.system_section.cards.add(card)
+        self.workers_panel = WorkersPanel(can_add=False)  # RPC workers: devices, memory, reachability, RTT
+        self.workers_panel.setVisible(False)
         self.gpu_section = _Section("GPU")
         self.gpu_section.cards.add(self.gpu_message, wide=True)
         for card in self.gpu_cards:
@@ -304,6 +307,7 @@ class DashboardView(QWidget):
         live_layout.setContentsMargins(8, 4, 8, 8)
         for section in (self.engine_section, self.system_section, self.gpu_section):
             live_layout.addWidget(section)
+        live_layout.addWidget(self.workers_panel)
         live_layout.addStretch(1)
         self.live_scroll = QScrollArea()
         self.live_scroll.setWidgetResizable(True)
@@ -401,6 +405,11 @@ class DashboardView(QWidget):
         returning a name or None (None shows the id)."""
         self._names = names_from(names)
         self.kv_panel.set_names(self._names)
+
+    def set_workers(self, workers: tuple) -> None:
+        """The RPC workers the window knows (``WorkerInfo``s); hidden while there are none."""
+        self.workers_panel.set_workers(workers)
+        self.workers_panel.setVisible(bool(workers))
 
     def set_snapshot(self, snapshot: HardwareSnapshot) -> None:
         self._snapshot = snapshot

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from app.widgets.workers_panel import WorkersPanel
 from engine import HardwareSnapshot, describe_hardware
 
 
@@ -27,6 +28,8 @@ class HardwarePanel(QWidget):
         layout.addWidget(self.heading)
         layout.addWidget(self.body)
         layout.addWidget(self.note)
+        self.workers = WorkersPanel(can_add=True)  # RPC workers: Add worker… and their state
+        layout.addWidget(self.workers)
         layout.addStretch(1)
 
     def set_snapshot(self, snapshot: HardwareSnapshot) -> None:

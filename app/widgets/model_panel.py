@@ -222,10 +222,11 @@ class ModelPanel(QWidget):
     def set_hardware(self, hardware: HardwareSnapshot) -> None:
         self._hardware = hardware
         self._native_error = hardware.native_error
-        self.gpu_spin.setEnabled(hardware.has_usable_gpu)
+        offload = hardware.has_usable_gpu or bool(hardware.remote_devices)  # workers' devices too
+        self.gpu_spin.setEnabled(offload)
         self.gpu_spin.setToolTip(
-            "Layers to put on the GPU; auto puts as many as fit."
-            if hardware.has_usable_gpu
+            "Layers to put on the GPU (and workers); auto puts as many as fit."
+            if offload
             else (hardware.offload_note or "No usable GPU: every layer runs on the CPU.")
         )
         self._replan()
@@ -493,7 +494,7 @@ class ModelPanel(QWidget):
             self.plan_changed.emit(None)
             return
         color = VERDICT_COLORS[plan.verdict]
-        headline = plan.verdict.value.capitalize()
+        headline = plan.headline.capitalize()
         if plan.limiting_resource and plan.deficit:
             headline += f" — {plan.limiting_resource} short by {format_bytes(plan.deficit)}"
         headline += f" · {format_bytes(plan.total_bytes)} in all"

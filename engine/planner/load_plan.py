@@ -57,6 +57,7 @@ _KV_BLOCK = {KvCacheType.F16: (2, 1), KvCacheType.Q8_0: (34, 32), KvCacheType.Q4
 
 class LoadPhase(enum.Enum):
     VALIDATE = "validate"
+    WORKERS = "workers"  # connect to each RPC worker (its tensors are sent during WEIGHTS)
     WEIGHTS = "weights"
     CONTEXT = "context"
     PROJECTOR = "projector"
@@ -96,6 +97,9 @@ class LoadRequest:
     # Draft tokens each sequence may verify per tick (speculation); 0: none. With a draft
     # model and 0 here, the default draft length is reserved.
     max_draft: int = 0
+    # Share of the offloaded layers per offload device (RPC workers' devices first, then
+    # the GPUs: llama.cpp's order); None: in proportion to their free memory.
+    tensor_split: tuple[float, ...] | None = None
 
     @property
     def draft_rows(self) -> int:
@@ -126,6 +130,12 @@ class LlamaParams:
     # the batch planner keeps under it.
     n_outputs_max: int = 0
     n_outputs_max_per_seq: int = 0
+    # With RPC workers: the offload devices, in order (``RemoteDevice.key`` for a worker's,
+    # ``"gpu:N"`` for a local GPU), and each one's share of the offloaded layers — passed
+    # to llama.cpp as ``devices`` / ``tensor_split`` so it places layers as planned. ()
+    # leaves llama.cpp's own choice (every local GPU, split by free memory).
+    devices: tuple[str, ...] = ()
+    tensor_split: tuple[float, ...] = ()
 
     @property
     def outputs_max(self) -> int:
@@ -224,6 +234,10 @@ class LoadPlan:
     reasons: tuple[str, ...]  # one line each, for people
     suggestions: tuple[Suggestion, ...]
     phases: tuple[LoadPhase, ...]
+    # Split across RPC workers: the machines holding part of the model (this one counts),
+    # and the bytes one decoded token sends over the network at this split (0: none).
+    machines: int = 1
+    network_bytes_per_token: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -237,3 +251,21 @@ class LoadPlan:
     def context_per_conversation(self) -> int:
         """Tokens each conversation can hold (after clamping and padding)."""
         return self.params.n_ctx_seq
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """Endpoints of the RPC workers this plan places layers on, in device order."""
+        out: list[str] = []
+        for key in self.params.devices:
+            if key.startswith("rpc:"):
+                endpoint = key[4:].rpartition("#")[0]
+                if endpoint not in out:
+                    out.append(endpoint)
+        return tuple(out)
+
+    @property
+    def headline(self) -> str:
+        """The verdict in words: "fits", or "fits across 3 machines" for a split model."""
+        if self.machines > 1 and self.fits:
+            return f"{self.verdict.value} across {self.machines} machines"
+        return self.verdict.value

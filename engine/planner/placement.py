@@ -3,6 +3,7 @@ layer, and the bytes of the model, its projector and its draft model on each."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, replace
 
 from engine.hardware import GpuInfo, HardwareSnapshot
@@ -46,16 +47,22 @@ def gpu_names(gpus: tuple[GpuInfo, ...]) -> tuple[str, ...]:
     return tuple(f"{g.name} #{g.index}" if names.count(g.name) > 1 else g.name for g in gpus)
 
 
-def layer_devices(n_layer: int, n_gpu_layers: int, gpus: tuple[GpuInfo, ...]) -> tuple[int, ...]:
+def layer_devices(
+    n_layer: int, n_gpu_layers: int, gpus: tuple[GpuInfo, ...], split: tuple[float, ...] = ()
+) -> tuple[int, ...]:
     """Device of each block and, last, of the output layer: -1 for the CPU, else a GPU index
     into ``gpus``. Mirrors llama_model::load_tensors: the last ``n_gpu_layers`` of the
-    n_layer + 1 positions go to the GPUs, split in proportion to their free memory."""
+    n_layer + 1 positions go to the GPUs, split in proportion to ``split`` (llama.cpp's
+    ``tensor_split``) or, without one, to their free memory."""
     total_positions = n_layer + 1
     if not gpus or n_gpu_layers <= 0:
         return (-1,) * total_positions
     act = min(n_gpu_layers, total_positions)
     start = total_positions - act
-    free = [max(1, g.vram_free) for g in gpus]
+    if len(split) == len(gpus) and sum(split) > 0:
+        free = [max(0.0, float(x)) for x in split]
+    else:
+        free = [max(1, g.vram_free) for g in gpus]
     cum, acc = [], 0.0
     for f in free:
         acc += f
@@ -102,7 +109,9 @@ def _model_tallies(
     """Weights, KV, compute and output of one model, per device (CPU, then each GPU)."""
     cpu = Tally()
     gpu = [Tally() for _ in gpus]
-    devices = layer_devices(shape.n_layer, params.n_gpu_layers if use_gpu else 0, gpus if use_gpu else ())
+    devices = layer_devices(
+        shape.n_layer, params.n_gpu_layers if use_gpu else 0, gpus if use_gpu else (), params.tensor_split
+    )
 
     def on(dev: int) -> Tally:
         return cpu if dev < 0 else gpu[dev]
@@ -178,7 +187,10 @@ def lay_out(
         # mtmd can use the first GPU (use_gpu). The model's layers are fitted first (they
         # serve every token); the projector takes the GPU only if room is left.
         projector_on_gpu = (
-            bool(gpus) and place_extras and proj_bytes <= usable_vram(hardware, 0) - gpu[0].total
+            bool(gpus)
+            and not is_worker(gpus[0])
+            and place_extras
+            and proj_bytes <= usable_vram(hardware, 0) - gpu[0].total
         )
         (gpu[0] if projector_on_gpu else cpu).projector += proj_bytes
 
@@ -197,7 +209,7 @@ def lay_out(
         d_gpu_total = d_gpu[0].total if d_gpu else 0
         # The draft goes wholly onto the first GPU when the target is fully offloaded and
         # there is room left; otherwise it runs on the CPU.
-        if gpus and place_extras and n_gpu_layers >= shape.n_gpu_layers_all:
+        if gpus and not is_worker(gpus[0]) and place_extras and n_gpu_layers >= shape.n_gpu_layers_all:
             draft_on_gpu = d_gpu_total <= usable_vram(hardware, 0) - gpu[0].total
         if draft_on_gpu:
             gpu[0].draft += d_gpu_total
@@ -209,6 +221,42 @@ def lay_out(
             cpu.draft += d_cpu.total
     params = replace(params, projector_use_gpu=projector_on_gpu, draft_n_gpu_layers=draft_layers)
     return Layout(params, cpu, tuple(gpu), draft_on_gpu, projector_on_gpu)
+
+
+WORKER_KEY_PREFIX = "rpc:"
+
+
+def is_worker(gpu: GpuInfo) -> bool:
+    """An offload device that is an RPC worker's (``offload_devices`` marks them by uuid)."""
+    return (gpu.uuid or "").startswith(WORKER_KEY_PREFIX)
+
+
+def offload_devices(hardware: HardwareSnapshot) -> tuple[GpuInfo, ...]:
+    """The devices layers can go to, in llama.cpp's order: the workers' first (llama.cpp
+    puts RPC devices at the front "to minimize network transfers"), then the local GPUs.
+
+    A worker's device is planned like a GPU: its memory is what the worker reports free.
+    """
+    workers = tuple(
+        GpuInfo(
+            index=i,
+            name=d.label,
+            vram_total=d.memory_total,
+            vram_free=d.memory_free,
+            utilization_percent=None,
+            temperature_c=None,
+            uuid=d.key,
+        )
+        for i, d in enumerate(hardware.remote_devices)
+    )
+    local = hardware.gpus if hardware.gpu_offload_supported else ()
+    n = len(workers)
+    return workers + tuple(replace(g, index=n + i) for i, g in enumerate(local))
+
+
+def device_key(gpu: GpuInfo, local_index: int) -> str:
+    """The plan's name for an offload device, resolved to a ggml device at load time."""
+    return gpu.uuid if is_worker(gpu) and gpu.uuid else f"gpu:{local_index}"
 
 
 def usable_vram(hardware: HardwareSnapshot, i: int) -> int:
@@ -254,8 +302,44 @@ def device_memory(layout: Layout, hardware: HardwareSnapshot, use_gpu: bool) -> 
     """The layout's bytes per device (CPU first), beside what each has free and keeps spare."""
     out = [layout.cpu.memory("CPU", hardware.ram_available, ram_reserve(hardware))]
     if use_gpu:
-        names = gpu_names(hardware.gpus)
+        local = gpu_names(tuple(g for g in hardware.gpus if not is_worker(g)))
+        names = [g.name for g in hardware.gpus if is_worker(g)] + list(local)
         for i, t in enumerate(layout.gpus):
             g = hardware.gpus[i]
             out.append(t.memory(names[i], g.vram_free, vram_reserve(g)))
     return tuple(out)
+
+
+def split_summary(
+    shape: ModelShape, params: LlamaParams, gpus: tuple[GpuInfo, ...]
+) -> tuple[tuple[tuple[str, int], ...], int]:
+    """((where, layers) per machine holding layers, this one first; network bytes per token).
+
+    The bytes are what one decoded token sends between machines at this split, from the
+    graph llama.cpp's scheduler cuts at each change of device: the hidden state (n_embd
+    f32) at every crossing between this machine and a worker or between workers, the
+    logits (n_vocab f32) read back when the output layer is on a worker, and the inputs
+    each worker's part needs (positions and an f16 attention-mask row of the conversation's
+    cells). Not counted: the RPC commands' own headers, and the serialized graph, which
+    llama.cpp sends again only when the graph changes (RPC_CMD_GRAPH_RECOMPUTE reuses it).
+    """
+    devices = layer_devices(shape.n_layer, params.n_gpu_layers, gpus, params.tensor_split)
+
+    def machine(dev: int) -> str:
+        if dev < 0 or not is_worker(gpus[dev]):
+            return "this machine"
+        return (gpus[dev].uuid or "")[len(WORKER_KEY_PREFIX) :].rpartition("#")[0]
+
+    counts: dict[str, int] = {}
+    for dev in devices:
+        counts[machine(dev)] = counts.get(machine(dev), 0) + 1
+    counts.setdefault("this machine", 0)
+    order = ["this machine"] + [m for m in dict.fromkeys(machine(d) for d in devices) if m != "this machine"]
+    path = [machine(-1)] + [machine(d) for d in devices] + [machine(-1)]  # input and logits on the host
+    crossings = sum(1 for a, b in itertools.pairwise(path[:-1]) if a != b)  # the last: logits
+    nbytes = crossings * shape.n_embd * 4
+    if path[-2] != path[-1]:
+        nbytes += shape.n_vocab * 4
+    remote = {machine(d) for d in devices} - {"this machine"}
+    nbytes += len(remote) * (4 + 2 * params.n_ctx_seq)
+    return tuple((m, counts[m]) for m in order), nbytes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from engine.catalog import ModelInfo
 from engine.hardware import HardwareSnapshot
@@ -18,7 +19,15 @@ from engine.planner.load_plan import (
     output_rows,
 )
 from engine.planner.model_shape import model_shape
-from engine.planner.placement import auto_gpu_layers, device_memory, lay_out
+from engine.planner.placement import (
+    auto_gpu_layers,
+    device_key,
+    device_memory,
+    is_worker,
+    lay_out,
+    offload_devices,
+    split_summary,
+)
 from engine.planner.reasons import memory_reasons, placement_reasons
 from engine.planner.suggestions import suggest
 from engine.planner.validation import validate_request
@@ -40,6 +49,28 @@ def _plan(
         raise InvalidLoadRequest(f"{info.display_name} is a vision projector, not a language model")
     shape = model_shape(info)
     settings = validate_request(info, shape, request, hardware)
+    planned_for = hardware  # suggestions are planned again from the snapshot as given
+    devices: tuple[str, ...] = ()
+    split: tuple[float, ...] = ()
+    if hardware.remote_devices:
+        # RPC workers' devices are offload devices like GPUs, ahead of the local ones.
+        offload = offload_devices(hardware)
+        hardware = replace(hardware, gpus=offload, gpu_offload_supported=True)
+        local_index = iter(range(len(offload)))
+        devices = tuple(device_key(g, 0 if is_worker(g) else next(local_index)) for g in offload)
+        if request.tensor_split is not None:
+            if len(request.tensor_split) != len(offload) or any(x < 0 for x in request.tensor_split):
+                raise InvalidLoadRequest(
+                    f"The split needs one share (0 or more) per device: {len(offload)} "
+                    f"({', '.join(g.name for g in offload)})."
+                )
+            if sum(request.tensor_split) <= 0:
+                raise InvalidLoadRequest("The split gives no device any layers.")
+            split = tuple(float(x) for x in request.tensor_split)
+        else:
+            # llama.cpp's default weighs by free memory too, but asks each device itself at
+            # load time: passing the planned shares makes it place exactly what was planned.
+            split = tuple(round(g.vram_free / (1024 * 1024), 3) for g in offload)
     draft_shape = model_shape(request.draft) if request.draft is not None else None
     if draft_shape is not None and request.kv_type.is_quantized:
         block = request.kv_type.block_size
@@ -67,6 +98,8 @@ def _plan(
         n_threads_batch=settings.threads,
         n_outputs_max=n_outputs_max,
         n_outputs_max_per_seq=n_outputs_per_seq,
+        devices=devices,
+        tensor_split=split,
     )
     if quantized_v:
         reasons.append(f"Flash attention on: a {request.kv_type.value} V cache requires it.")
@@ -91,7 +124,12 @@ def _plan(
     if short:
         worst = max(short, key=lambda m: m.deficit)
         verdict = Verdict.DOES_NOT_FIT
-        limiting: str | None = "RAM" if worst.device == "CPU" else f"VRAM on {worst.device}"
+        if worst.device == "CPU":
+            limiting: str | None = "RAM"
+        elif worst.device.startswith("worker "):
+            limiting = f"memory on {worst.device}"
+        else:
+            limiting = f"VRAM on {worst.device}"
         deficit = worst.deficit
     else:
         # Partial: a usable GPU holds only some layers (asking for none is a CPU load).
@@ -107,6 +145,17 @@ def _plan(
                 f"left, less than {TIGHT_MARGIN:.0%} spare; the system may swap."
             )
 
+    machines, network_bytes = 1, 0
+    if devices:
+        where, network_bytes = split_summary(shape, layout.params, hardware.gpus)
+        # This machine always counts: the token embeddings and the sampling stay here.
+        machines = 1 + sum(1 for _, n in where[1:] if n)
+        if machines > 1:
+            layers = ", ".join(f"{n} on {m}" for m, n in where)
+            reasons.append(
+                f"Split across {machines} machines, layers {layers}: "
+                f"about {format_bytes(network_bytes)} cross the network per token."
+            )
     reasons += placement_reasons(shape, layout.params, use_gpu, request, hardware)
     reasons += memory_reasons(info, shape, layout, memory, request, hardware.simd)
 
@@ -125,12 +174,15 @@ def _plan(
                 layout,
                 memory,
                 want,
-                replan=lambda req: _plan(info, hardware, req, with_suggestions=False),
+                replan=lambda req: _plan(info, planned_for, req, with_suggestions=False),
             )
         if verdict is Verdict.DOES_NOT_FIT and not suggestions:
             reasons.append("No single change makes it fit on this machine.")
 
-    phases = [LoadPhase.VALIDATE, LoadPhase.WEIGHTS, LoadPhase.CONTEXT]
+    phases = [LoadPhase.VALIDATE]
+    if any(d.startswith("rpc:") for d in devices) and layout.params.n_gpu_layers > 0:
+        phases.append(LoadPhase.WORKERS)
+    phases += [LoadPhase.WEIGHTS, LoadPhase.CONTEXT]
     if request.projector is not None:
         phases.append(LoadPhase.PROJECTOR)
     if request.draft is not None:
@@ -148,4 +200,6 @@ def _plan(
         reasons=tuple(reasons),
         suggestions=suggestions,
         phases=tuple(phases),
+        machines=machines,
+        network_bytes_per_token=network_bytes,
     )

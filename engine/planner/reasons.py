@@ -7,8 +7,23 @@ from engine.hardware import HardwareSnapshot
 from engine.planner.load_plan import DeviceMemory, LlamaParams, LoadPlan, LoadRequest
 from engine.planner.memory_estimate import repacked_bytes
 from engine.planner.model_shape import ModelShape
-from engine.planner.placement import Layout, gpu_names
+from engine.planner.placement import Layout, gpu_names, is_worker
 from engine.units import format_bytes
+
+
+def _offload_label(hardware: HardwareSnapshot) -> str:
+    """Where offloaded layers go, in words: a GPU's name, "2 GPUs", "2 workers and 1 GPU"."""
+    devices = hardware.gpus
+    if len(devices) == 1:
+        return devices[0].name if is_worker(devices[0]) else gpu_names(devices)[0]
+    workers = sum(1 for g in devices if is_worker(g))
+    local = len(devices) - workers
+    parts = []
+    if workers:
+        parts.append(f"{workers} worker{'s' if workers > 1 else ''}")
+    if local:
+        parts.append(f"{local} GPU{'s' if local > 1 else ''}")
+    return " and ".join(parts)
 
 
 def placement_reasons(
@@ -23,7 +38,7 @@ def placement_reasons(
     all_layers = shape.n_gpu_layers_all
     if use_gpu:
         n = params.n_gpu_layers
-        gpu = gpu_names(hardware.gpus)[0] if len(hardware.gpus) == 1 else f"{len(hardware.gpus)} GPUs"
+        gpu = _offload_label(hardware)
         if n >= all_layers:
             reasons.append(f"All {all_layers} layers ({shape.n_layer} blocks + output) on {gpu}.")
         elif n == 0:
@@ -91,7 +106,11 @@ def memory_reasons(
                 f"({info.vocab_size:,}): drafts may be rejected."
             )
     for m in memory:
-        label = "RAM" if m.device == "CPU" else f"VRAM on {m.device}"
+        label = (
+            "RAM"
+            if m.device == "CPU"
+            else (f"memory on {m.device}" if m.device.startswith("worker ") else f"VRAM on {m.device}")
+        )
         verb = "fits in" if m.deficit == 0 else "exceeds"
         reasons.append(
             f"Needs {format_bytes(m.total)} of {label}: {verb} the {format_bytes(m.available)} free "
@@ -105,7 +124,7 @@ def memory_reasons(
 def describe_plan(plan: LoadPlan) -> list[str]:
     """The plan as lines of text, as the CLI prints it and the GUI shows it."""
     p = plan.params
-    lines = [f"{plan.model.display_name}: {plan.verdict.value}"]
+    lines = [f"{plan.model.display_name}: {plan.headline}"]
     if plan.limiting_resource:
         lines[0] += f" ({plan.limiting_resource} short by {format_bytes(plan.deficit)})"
     lines.append(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -184,6 +186,28 @@ def test_the_bundle_build_carries_every_cpu_variant_chosen_at_run_time():
     assert not any("AVX512" in a for a in args), "the variants choose their own instruction sets"
 
 
+def test_every_build_has_the_rpc_backend_and_it_is_in_the_key():
+    for config in (
+        nb.plan_build({}, flags=AMD_ZEN2_AVX2.split(), tools=Toolchain()),
+        nb.plan_build({}, flags=AMD_ZEN2_AVX2.split(), tools=Toolchain(vulkan_sdk=True, glslc=True)),
+        nb.plan_build({"HEARTH_BACKEND": "cuda"}, flags=AMD_ZEN2_AVX2.split(), tools=Toolchain(nvcc=True)),
+        nb.plan_build({}, flags=INTEL_SPR_AMX.split(), tools=Toolchain(), bundle=True),
+    ):
+        assert "-DGGML_RPC=ON" in config.cmake_args.split()
+        assert "libggml-rpc.so" in nb.required_libraries(config)
+        without = dataclasses.replace(config, rpc=False)
+        assert "GGML_RPC" not in without.cmake_args
+        assert without.key != config.key, "an RPC build has its own wheel"
+
+
+def test_a_wheel_without_libggml_rpc_is_refused(tmp_path, monkeypatch):
+    venv = FakeVenv(tmp_path, monkeypatch)
+    venv.libraries.remove("libggml-rpc.so")
+    with pytest.raises(BuildError, match=r"libggml-rpc\.so"):
+        venv.ensure()
+    assert not list((tmp_path / "wheelhouse").rglob("*.whl")), "nothing half-built is kept"
+
+
 def test_unknown_cpu_mode_is_refused():
     with pytest.raises(BuildError, match="portable"):
         nb.plan_build({"HEARTH_CPU": "fastest"}, flags=[], tools=Toolchain())
@@ -203,6 +227,14 @@ class FakeVenv:
         self.env = {"HEARTH_WHEELHOUSE": str(root / "wheelhouse")}
         self.commands: list[list[str]] = []
         self.flags = AMD_ZEN2_AVX2.split()
+        self.libraries = [
+            "libllama.so",
+            "libggml.so",
+            "libggml-base.so",
+            "libggml-cpu.so",
+            "libmtmd.so",
+            "libggml-rpc.so",
+        ]
         monkeypatch.setattr(nb, "cpu_flags", lambda: frozenset(self.flags))
         monkeypatch.setattr(nb.Toolchain, "detect", classmethod(lambda cls: Toolchain()))
         monkeypatch.setattr(nb.subprocess, "run", self._run)
@@ -211,7 +243,12 @@ class FakeVenv:
         self.commands.append(list(cmd))
         if "wheel" in cmd:  # pip wheel ... --wheel-dir DIR
             out = Path(cmd[cmd.index("--wheel-dir") + 1])
-            (out / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl").write_text(env["CMAKE_ARGS"])
+            # A zip like pip's: the build's libraries in llama_cpp/lib, and its CMAKE_ARGS.
+            with zipfile.ZipFile(out / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl", "w") as zf:
+                zf.writestr("llama_cpp_python-0.3.36.dist-info/RECORD", "")
+                zf.writestr("cmake_args.txt", env["CMAKE_ARGS"])
+                for name in self.libraries:
+                    zf.writestr(f"llama_cpp/lib/{name}", b"\x7fELF")
         return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
 
     def ensure(self) -> dict:
@@ -247,7 +284,8 @@ def test_changed_options_rebuild_and_a_known_build_comes_from_the_wheelhouse(tmp
     assert second["key"] != first["key"]
     assert (venv.builds, venv.installs) == (2, 2)
     wheel = Path(second["wheel"])
-    assert "-DGGML_AVX512=ON" in wheel.read_text() and "-DGGML_AMX_TILE=OFF" in wheel.read_text()
+    args = zipfile.ZipFile(wheel).read("cmake_args.txt").decode()
+    assert "-DGGML_AVX512=ON" in args and "-DGGML_AMX_TILE=OFF" in args
     assert wheel.parent.name == second["key"], "the wheelhouse is keyed by the options"
     venv.flags = AMD_ZEN2_AVX2.split()  # back: installed again, but not compiled again
     venv.ensure()

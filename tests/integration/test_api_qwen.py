@@ -15,6 +15,7 @@ from tests.api_support import ServerThread, load, sse_events
 
 pytestmark = pytest.mark.qwen
 
+
 class GetWeather(BaseModel):
     """The current weather in a city."""
 

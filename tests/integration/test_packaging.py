@@ -154,8 +154,9 @@ def test_depends_names_a_package_for_every_library_the_bundle_does_not_carry(
 
 
 def test_cpu_variants_are_bundled_but_never_the_amx_one(tmp_path: Path) -> None:
-    names = ["libllama.so", "libggml.so", "libggml-base.so", "libmtmd.so", "libggml-cpu-x64.so",
-             "libggml-cpu-haswell.so", "libggml-cpu-zen4.so", "libggml-cpu-sapphirerapids.so"]  # fmt: skip
+    names = ["libllama.so", "libggml.so", "libggml-base.so", "libmtmd.so", "libggml-rpc.so",
+             "libggml-cpu-x64.so", "libggml-cpu-haswell.so", "libggml-cpu-zen4.so",
+             "libggml-cpu-sapphirerapids.so"]  # fmt: skip
     for name in names:
         (tmp_path / name).write_bytes(b"\x7fELF")
     bundled = {Path(src).name for src, _ in bundle_rules.llama_cpp_libs(tmp_path)}
@@ -165,6 +166,15 @@ def test_cpu_variants_are_bundled_but_never_the_amx_one(tmp_path: Path) -> None:
     (tmp_path / "libggml-cpu-zen4.so").unlink()
     with pytest.raises(SystemExit, match="no ggml-cpu library"):
         bundle_rules.llama_cpp_libs(tmp_path)  # only the AMX variant left: nothing to run on
+
+
+def test_a_llama_cpp_without_the_rpc_library_is_not_bundled(tmp_path: Path) -> None:
+    for name in ["libllama.so", "libggml.so", "libggml-base.so", "libmtmd.so", "libggml-cpu.so"]:
+        (tmp_path / name).write_bytes(b"\x7fELF")
+    with pytest.raises(SystemExit, match="no ggml-rpc library"):
+        bundle_rules.llama_cpp_libs(tmp_path)  # `hearth worker` could not run from that bundle
+    (tmp_path / "libggml-rpc.so").write_bytes(b"\x7fELF")
+    assert "libggml-rpc.so" in {Path(src).name for src, _ in bundle_rules.llama_cpp_libs(tmp_path)}
 
 
 def test_identical_llama_libs_become_symlinks_to_the_versioned_file(tmp_path: Path) -> None:
