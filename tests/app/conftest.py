@@ -9,6 +9,7 @@ import pytest
 from app.gui_garbage import GuiThreadCollector
 from app.paths import AppPaths, resolve_paths
 from engine.hardware import HardwareSnapshot
+from tests.api_support import ServerThread, load
 from tests.helpers import open_window
 
 
@@ -33,3 +34,18 @@ def window(qtbot, app_paths: AppPaths, hardware: HardwareSnapshot):
     win = open_window(qtbot, app_paths, hardware)
     yield win
     win.close()
+
+
+@pytest.fixture(scope="module")
+def scripted(scripted_model: Path):
+    """The scripted tiny model loaded with two conversations (one per module)."""
+    model = load(scripted_model, parallel=2)
+    yield model
+    model.unload()
+
+
+@pytest.fixture()
+def scripted_server(scripted):
+    """Hearth's API server on loopback serving ``scripted`` (a test module may define its own)."""
+    with ServerThread(lambda: scripted) as server:
+        yield server

@@ -55,19 +55,6 @@ def remote_window(qtbot, app_paths: AppPaths, hardware: HardwareSnapshot, keyrin
     win.close()
 
 
-@pytest.fixture(scope="module")
-def scripted(scripted_model: Path):
-    model = load(scripted_model, parallel=2)
-    yield model
-    model.unload()
-
-
-@pytest.fixture()
-def scripted_server(scripted):
-    with ServerThread(lambda: scripted) as server:
-        yield server
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

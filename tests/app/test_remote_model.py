@@ -36,19 +36,6 @@ HELLO = (ChatMessage("user", "hello"),)
 KEY = "s3cret-key"
 
 
-@pytest.fixture(scope="module")
-def scripted(scripted_model: Path):
-    model = load(scripted_model, parallel=2)
-    yield model
-    model.unload()
-
-
-@pytest.fixture()
-def scripted_server(scripted):
-    with ServerThread(lambda: scripted) as server:
-        yield server
-
-
 def remote(server: ServerThread, key: str = "") -> RemoteModel:
     (info,) = list_models(RemoteEndpoint(server.base_url, key))
     return RemoteModel(info)
