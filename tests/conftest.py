@@ -10,6 +10,12 @@ import pytest
 from engine.tiny_models import TinyProjectorSpec, TinyTextSpec, write_tiny_projector, write_tiny_text_model
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Nothing here may reach the real Hub, nor read a token saved on this machine.
+os.environ["HF_HUB_OFFLINE"] = "0"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ.pop("HF_TOKEN", None)
+
+pytest_plugins = ["tests.hub_fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = REPO / ".test-cache"
