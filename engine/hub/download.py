@@ -352,7 +352,9 @@ class Downloader:
                 out.seek(have)
                 out.truncate()
                 try:
-                    for chunk in response.iter_raw(CHUNK):
+                    # As the network delivers it: a chunker would lose what it holds when the
+                    # connection drops.
+                    for chunk in response.iter_raw():
                         if have + len(chunk) > f.size:
                             # More than the file has: what fits is kept, the hash decides.
                             chunk = chunk[: f.size - have]

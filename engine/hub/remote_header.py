@@ -30,7 +30,6 @@ from engine.hub.files import HubFile, QuantOption, RepoFiles
 MAX_REMOTE_HEADER_BYTES = 32 << 20
 FIRST_RANGE = 1 << 20
 READ_WINDOW = 64 << 10  # the Reader's refill size: what it asks beyond the header is small
-_CHUNK = 64 << 10
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _TIMEOUT_S = 30.0
 
@@ -147,7 +146,7 @@ class RemoteBytes:
         self._response = response
         self._range_end = stop
         progress_before = len(self.data)
-        raw = response.iter_raw(_CHUNK)
+        raw = response.iter_raw()  # as received: a chunker would lose its bytes on a drop
 
         def chunks() -> Iterator[bytes]:
             # a dropped connection or a lying Content-Length: what came is kept
