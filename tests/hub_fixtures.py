@@ -90,3 +90,47 @@ def hub_access(fake_hub: FakeHub):
     from engine.hub import HubAccess
 
     return HubAccess(fake_hub.url)
+
+
+class MemoryKeyring:
+    """A keyring backend that keeps passwords in a dict (the test machine has no keyring)."""
+
+    priority = 1
+
+    def __init__(self) -> None:
+        self.passwords: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, user: str) -> str | None:
+        return self.passwords.get((service, user))
+
+    def set_password(self, service: str, user: str, password: str) -> None:
+        self.passwords[(service, user)] = password
+
+    def delete_password(self, service: str, user: str) -> None:
+        from keyring.errors import PasswordDeleteError
+
+        if self.passwords.pop((service, user), None) is None:
+            raise PasswordDeleteError(user)
+
+
+@pytest.fixture()
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    import keyring
+    from keyring.backend import KeyringBackend
+
+    class Backend(KeyringBackend, MemoryKeyring):  # type: ignore[misc]
+        priority = 1  # type: ignore[assignment]
+
+        def __init__(self) -> None:
+            KeyringBackend.__init__(self)
+            MemoryKeyring.__init__(self)
+
+        get_password = MemoryKeyring.get_password
+        set_password = MemoryKeyring.set_password
+        delete_password = MemoryKeyring.delete_password
+
+    previous = keyring.get_keyring()
+    backend = Backend()
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(previous)
