@@ -29,6 +29,8 @@ from app.chat_controller import ChatController
 from app.chats_page import ChatsPage
 from app.context_fix import context_fix
 from app.dashboard import DashboardView
+from app.discover_controller import DiscoverController
+from app.discover_page import DiscoverPage
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
 from app.model_session import ModelSession, SessionState
@@ -106,8 +108,14 @@ class MainWindow(QMainWindow):
             self.conversation_list, self.message_view, self.composer, self.sampling_panel
         )
         self.models_page = ModelsPage(self.library_panel, self.hardware_panel, self.model_panel)
+        self.discover = DiscoverController(paths, hardware, parent=self)
+        self.discover_page = DiscoverPage(self.discover)
         self.pages = QStackedWidget()
-        self._page_widgets = {Page.CHATS: self.chats_page, Page.MODELS: self.models_page}
+        self._page_widgets = {
+            Page.CHATS: self.chats_page,
+            Page.MODELS: self.models_page,
+            Page.DISCOVER: self.discover_page,
+        }
         for widget in self._page_widgets.values():
             self.pages.addWidget(widget)
         self.nav = NavRail()
@@ -169,6 +177,10 @@ class MainWindow(QMainWindow):
         self.chat.images_left_out.connect(self._on_images_left_out)
         self.chats_page.notice.action_clicked.connect(self._apply_notice_fix)
         self.chats_page.settings_visibility_changed.connect(self._remember_settings_column)
+        # A finished download joins the library (paired with its projector there); Load loads it.
+        self.discover.download_finished.connect(lambda path: self.library.add_paths([path], select=path))
+        self.discover.download_failed.connect(self.status_label.setText)
+        self.discover_page.load_requested.connect(self.load_and_send)
         self._restore_geometry()
 
     def _build_actions(self) -> None:
@@ -199,6 +211,7 @@ class MainWindow(QMainWindow):
         self.search_action = action("Search chats", "Ctrl+K", self.focus_search)
         self.chats_page_action = action("Chats", "Ctrl+1", lambda: self.show_page(Page.CHATS))
         self.models_page_action = action("Models", "Ctrl+2", lambda: self.show_page(Page.MODELS))
+        self.discover_page_action = action("Discover", "Ctrl+3", lambda: self.show_page(Page.DISCOVER))
         # Esc stops the reply wherever the focus is; enabled only while one streams, so
         # Esc keeps its other meanings (cancel an edit, clear the search) the rest of the time.
         self.stop_action = action("Stop", "Esc", self.stop_generating, "Stop the reply (Esc)")
@@ -226,6 +239,8 @@ class MainWindow(QMainWindow):
             self._hardware = take_snapshot()
         self.hardware_panel.set_snapshot(self._hardware)
         self.model_panel.set_hardware(self._hardware)
+        self.discover.set_hardware(self._hardware)
+        self.discover.restore_downloads()
         if self._hardware.native_error is not None:  # this llama.cpp build failed its self-check
             print(f"hearth: {self._hardware.native_error}", file=sys.stderr)
             self.native_label.setText(self._hardware.native_error)
@@ -246,6 +261,7 @@ class MainWindow(QMainWindow):
         settings.setValue("models_page", self.models_page.saveState())
         settings.setValue("page", self.current_page().value)
         self.chat.shutdown()
+        self.discover.shutdown()  # downloads pause; their parts resume on the next start
         self.session.unload()
         if self.dashboard is not None:
             self.dashboard.shutdown()
