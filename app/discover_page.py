@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.discover_controller import DiscoverController, QuantPlan
+from app.discover_controller import DiscoverController, QuantPlan, SummaryRow
 from app.hub_settings import KeyringUnavailable, read_token, save_settings, store_token, with_endpoint
 from app.presenters import fit_summary
 from app.widgets.memory_bar import MemoryBar
@@ -67,11 +67,12 @@ def repo_facts(r: RepoSummary) -> str:
 
 
 class RepoListModel(QAbstractListModel):
-    """Search results, appended in batches; rows are computed when painted."""
+    """Search results, appended in batches as plain tuples (``summary_row``); the text of a
+    row is made when it is painted."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._rows: list[RepoSummary] = []
+        self._rows: list[SummaryRow] = []
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._rows)
@@ -81,7 +82,7 @@ class RepoListModel(QAbstractListModel):
     ) -> object:
         if not index.isValid():
             return None
-        r = self._rows[index.row()]
+        r = self.row(index.row())
         if role == Qt.ItemDataRole.DisplayRole:
             return f"{r.repo_id}\n{repo_facts(r)}"
         if role == Qt.ItemDataRole.ToolTipRole:
@@ -95,7 +96,7 @@ class RepoListModel(QAbstractListModel):
         self._rows = []
         self.endResetModel()
 
-    def append(self, rows: tuple[RepoSummary, ...]) -> None:
+    def append(self, rows: tuple[SummaryRow, ...]) -> None:
         if not rows:
             return
         first = len(self._rows)
@@ -104,7 +105,8 @@ class RepoListModel(QAbstractListModel):
         self.endInsertRows()
 
     def row(self, i: int) -> RepoSummary:
-        return self._rows[i]
+        return RepoSummary(*self._rows[i])
+
 
 
 class DownloadRow(QFrame):

@@ -112,6 +112,7 @@ class FakeHub:
         self._log: list[LoggedRequest] = []
         self._in_flight = 0
         self.bulk_results = 0  # a search for "bulk" returns this many synthetic repositories
+        self._bulk: list[dict[str, object]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -246,21 +247,26 @@ class FakeHub:
 
     def search(self, query: str) -> list[dict[str, object]]:
         if query == "bulk" and self.bulk_results:
-            return [
-                {
-                    "id": f"bulk-org/model-{i:05d}-GGUF",
-                    "author": "bulk-org",
-                    "downloads": self.bulk_results - i,
-                    "likes": i % 97,
-                    "lastModified": "2026-01-02T03:04:05.000Z",
-                    "gated": False,
-                    "tags": ["gguf", "license:mit"],
-                }
-                for i in range(self.bulk_results)
-            ]
+            if len(self._bulk) != self.bulk_results:  # built once, not once per page
+                self._bulk = self._make_bulk()
+            return self._bulk
         q = query.lower()
         found = [self.summary_json(r) for r in self.repos.values() if q in r.repo_id.lower()]
         return sorted(found, key=lambda r: -int(r["downloads"]))  # type: ignore[call-overload]
+
+    def _make_bulk(self) -> list[dict[str, object]]:
+        return [
+            {
+                "id": f"bulk-org/model-{i:05d}-GGUF",
+                "author": "bulk-org",
+                "downloads": self.bulk_results - i,
+                "likes": i % 97,
+                "lastModified": "2026-01-02T03:04:05.000Z",
+                "gated": False,
+                "tags": ["gguf", "license:mit"],
+            }
+            for i in range(self.bulk_results)
+        ]
 
 
 class _Server(ThreadingHTTPServer):
@@ -518,11 +524,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    """``python -m tests.fake_hub FILE...``: serve files as repo ``test/models`` (manual runs)."""
-    import sys
+    """``python -m tests.fake_hub [--bulk N] FILE...``: serve files as repo ``test/models`` and,
+    with ``--bulk``, N search results for "bulk"; prints the URL (manual runs, benchmarks
+    that keep the fake out of the measured process)."""
+    import argparse
 
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bulk", type=int, default=0)
+    parser.add_argument("files", nargs="*", type=Path)
+    args = parser.parse_args()
     hub = FakeHub()
-    hub.add_repo("test/models", {Path(p).name: Path(p) for p in sys.argv[1:]})
+    hub.add_repo("test/models", {p.name: p for p in args.files})
+    hub.bulk_results = args.bulk
+    if args.bulk:
+        hub._bulk = hub._make_bulk()
     hub.start()
     print(hub.url, flush=True)
     threading.Event().wait()

@@ -18,6 +18,7 @@ import errno
 import hashlib
 import json
 import os
+import queue
 import shutil
 import threading
 import time
@@ -39,6 +40,8 @@ from engine.units import format_bytes
 
 STAGING = ".hearth-downloads"
 CHUNK = 1 << 20
+SINK_BATCH = 1 << 20  # bytes handed to the writer thread at a time
+SINK_FLUSH_S = 0.2
 SPACE_MARGIN = 64 << 20  # keep some room: a full disk breaks more than this download
 _REPORT_EVERY_S = 0.1
 _SPEED_WINDOW_S = 3.0
@@ -351,6 +354,10 @@ class Downloader:
             with open(part, "r+b" if have else "wb", buffering=0) as out:
                 out.seek(have)
                 out.truncate()
+                sink = _Sink(out, hasher)
+                batch: list[bytes] = []
+                batched = 0
+                flushed = time.monotonic()
                 try:
                     # As the network delivers it: a chunker would lose what it holds when the
                     # connection drops.
@@ -358,20 +365,15 @@ class Downloader:
                         if have + len(chunk) > f.size:
                             # More than the file has: what fits is kept, the hash decides.
                             chunk = chunk[: f.size - have]
-                        try:
-                            _write_all(out, chunk)
-                        except OSError as exc:
-                            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                                raise NotEnoughSpace(
-                                    f"The disk filled up while downloading {f.name} "
-                                    f"({format_bytes(meter.done)} of {format_bytes(spec.total_size)}); "
-                                    "free some space and resume."
-                                ) from None
-                            raise
-                        hasher.update(chunk)
+                        batch.append(chunk)
+                        batched += len(chunk)
                         have += len(chunk)
                         meter.add(len(chunk))
-                        if have >= f.size:
+                        # A slow download reaches the disk often too: a kill loses little.
+                        if batched >= SINK_BATCH or time.monotonic() - flushed > SINK_FLUSH_S:
+                            sink.put(b"".join(batch))
+                            batch, batched, flushed = [], 0, time.monotonic()
+                        if sink.error is not None or have >= f.size:
                             break
                         if control.stop_requested:
                             raise _Stopped
@@ -382,10 +384,60 @@ class Downloader:
                     raise _Transient(
                         HubProtocolError(f"The connection broke while downloading {f.name}.")
                     ) from None
+                finally:
+                    # What came is kept, whatever ended the loop: a resume starts after it.
+                    if batch:
+                        sink.put(b"".join(batch))
+                    error = sink.close()
+                    if error is not None:
+                        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                            raise NotEnoughSpace(
+                                f"The disk filled up while downloading {f.name} "
+                                f"({format_bytes(meter.done)} of {format_bytes(spec.total_size)}); "
+                                "free some space and resume."
+                            ) from None
+                        raise error
+                have = out.tell()
             # A body that ended early with honest framing (a short range) is progress too.
             return have
         finally:
             response.close()
+
+
+class _Sink:
+    """Writes and hashes on its own thread while the download thread receives: hashing
+    releases the GIL, so the two overlap on two cores (a single thread reached 60% of
+    curl's throughput on loopback, where SHA-256 is the largest cost)."""
+
+    def __init__(self, out: Any, hasher: Any) -> None:
+        self.out = out
+        self.hasher = hasher
+        self.written = 0
+        self.error: OSError | None = None
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self._thread = threading.Thread(target=self._run, name="hearth-download-sink", daemon=True)
+        self._thread.start()
+
+    def put(self, data: bytes) -> None:
+        if self.error is None:
+            self._queue.put(data)
+
+    def close(self) -> OSError | None:
+        self._queue.put(None)
+        self._thread.join()
+        return self.error
+
+    def _run(self) -> None:
+        while (data := self._queue.get()) is not None:
+            if self.error is not None:
+                continue
+            try:
+                _write_all(self.out, data)
+            except OSError as exc:
+                self.error = exc
+                continue
+            self.hasher.update(data)
+            self.written += len(data)
 
 
 class _Meter:
