@@ -503,7 +503,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                     while sent < count:
                         # in pieces, so a reader that hangs up early is logged with what it got
-                        n = self.connection.sendfile(fh, offset + sent, min(count - sent, 1 << 20))
+                        n = self.connection.sendfile(fh, offset + sent, min(count - sent, 64 << 10))
                         if n == 0:
                             break
                         sent += n

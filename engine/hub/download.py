@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,7 @@ class Downloader:
                 if _size(target) == f.size and not self.part_path(spec, f).exists():
                     continue  # renamed by an earlier run that stopped before the first part
                 self._fetch(spec, f, control, meter)
-            meter.emit(DownloadState.VERIFYING, force=True)
+            meter.emit(DownloadState.VERIFYING)
             # Parts 2..N first: the first part is what makes the model visible.
             for f, target in reversed(list(zip(spec.files, targets, strict=True))):
                 part = self.part_path(spec, f)
@@ -255,12 +255,12 @@ class Downloader:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(part, target)
             self.job_file(spec).unlink(missing_ok=True)
-            return meter.emit(DownloadState.DONE, force=True, target=targets[0])
+            return meter.emit(DownloadState.DONE, targets[0])
         except _Stopped:
             if control.cancel.is_set():
                 self.discard(spec)
-                return meter.emit(DownloadState.CANCELLED, force=True)
-            return meter.emit(DownloadState.PAUSED, force=True)
+                return meter.emit(DownloadState.CANCELLED)
+            return meter.emit(DownloadState.PAUSED)
 
     def _check_space(self, spec: DownloadSpec, done: int) -> None:
         need = spec.total_size - done
@@ -371,7 +371,7 @@ class Downloader:
                         meter.add(len(chunk))
                         # A slow download reaches the disk often too: a kill loses little.
                         if batched >= SINK_BATCH or time.monotonic() - flushed > SINK_FLUSH_S:
-                            sink.put(b"".join(batch))
+                            sink.put(batch)
                             batch, batched, flushed = [], 0, time.monotonic()
                         if sink.error is not None or have >= f.size:
                             break
@@ -387,7 +387,7 @@ class Downloader:
                 finally:
                     # What came is kept, whatever ended the loop: a resume starts after it.
                     if batch:
-                        sink.put(b"".join(batch))
+                        sink.put(batch)
                     error = sink.close()
                     if error is not None:
                         if error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -414,13 +414,14 @@ class _Sink:
         self.hasher = hasher
         self.written = 0
         self.error: OSError | None = None
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self._queue: queue.Queue[list[bytes] | None] = queue.Queue(maxsize=8)
         self._thread = threading.Thread(target=self._run, name="hearth-download-sink", daemon=True)
         self._thread.start()
 
-    def put(self, data: bytes) -> None:
+    def put(self, chunks: list[bytes]) -> None:
+        # A list, not one joined buffer: joining would copy every byte once more.
         if self.error is None:
-            self._queue.put(data)
+            self._queue.put(chunks)
 
     def close(self) -> OSError | None:
         self._queue.put(None)
@@ -428,16 +429,17 @@ class _Sink:
         return self.error
 
     def _run(self) -> None:
-        while (data := self._queue.get()) is not None:
-            if self.error is not None:
-                continue
-            try:
-                _write_all(self.out, data)
-            except OSError as exc:
-                self.error = exc
-                continue
-            self.hasher.update(data)
-            self.written += len(data)
+        while (chunks := self._queue.get()) is not None:
+            for data in chunks:
+                if self.error is not None:
+                    break
+                try:
+                    _write_all(self.out, data)
+                except OSError as exc:
+                    self.error = exc
+                    break
+                self.hasher.update(data)
+                self.written += len(data)
 
 
 class _Meter:
@@ -450,10 +452,6 @@ class _Meter:
         self._samples: list[tuple[float, int]] = []
         self._last = 0.0
 
-    def add(self, n: int) -> None:
-        self.done += n
-        self.emit(DownloadState.RUNNING)
-
     def speed(self, now: float) -> float:
         self._samples.append((now, self.done))
         while len(self._samples) > 2 and now - self._samples[0][0] > _SPEED_WINDOW_S:
@@ -461,17 +459,23 @@ class _Meter:
         t0, d0 = self._samples[0]
         return (self.done - d0) / (now - t0) if now > t0 else 0.0
 
-    def emit(
-        self, state: DownloadState, *, force: bool = False, target: Path | None = None
-    ) -> DownloadProgress:
+    def add(self, n: int) -> None:
+        self.done += n
         now = time.monotonic()
+        if now - self._last >= _REPORT_EVERY_S:  # checked here: add runs per network read
+            self._report(DownloadState.RUNNING, now, None)
+
+    def emit(self, state: DownloadState, target: Path | None = None) -> DownloadProgress:
+        """A change of state: always reported."""
+        return self._report(state, time.monotonic(), target)
+
+    def _report(self, state: DownloadState, now: float, target: Path | None) -> DownloadProgress:
+        self._last = now
+        spec = self.spec
         progress = DownloadProgress(
-            self.spec.key, self.spec.title, state, self.done, self.spec.total_size, 0.0, None, target
+            spec.key, spec.title, state, self.done, spec.total_size, self.speed(now), None, target
         )
-        if force or now - self._last >= _REPORT_EVERY_S:
-            self._last = now
-            progress = replace(progress, speed=self.speed(now))
-            self.report(progress)
+        self.report(progress)
         return progress
 
 
