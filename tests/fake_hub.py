@@ -8,13 +8,14 @@ Real HTTP on loopback (``http.server`` in a thread), so tests, benchmarks and su
 - ``GET /api/models/{repo}`` and ``/api/models/{repo}/revision/{rev}`` (``?blobs=true`` adds
   sizes and LFS SHA-256), ``GET /api/models/{repo}/tree/{rev}``;
 - ``GET|HEAD /{repo}/resolve/{rev}/{file}``: ``X-Repo-Commit``, ``X-Linked-Size``, ``ETag``,
-  then a 302 to ``/cdn/{sha256}`` on another host name (``localhost`` rather than
+  then a 302 to ``/cdn/{repo}/{file}`` on another host name (``localhost`` rather than
   ``127.0.0.1``) that serves bytes with ``Range`` support, as the Hub's CDN does.
 
-Gated repositories want ``Authorization: Bearer <token>`` (401 without one, 403 with a wrong
-one). ``Faults`` injects what real networks and servers do: a connection dropped at byte N,
-a wrong published hash, 429s, a slow trickle, a lying ``Content-Length``, a truncated range.
-Every request is logged (``FakeHub.log``) with the bytes of body sent.
+A gated repository's metadata is public; its files want ``Authorization: Bearer <token>``
+(401 without one, 403 with a wrong one), as on the Hub. ``Faults`` injects what real
+networks and servers do: a connection dropped at byte N, a wrong published hash, 429s, a
+slow trickle, a lying ``Content-Length``, a truncated range. Every request is logged
+(``FakeHub.log``) with the bytes of body sent.
 """
 
 from __future__ import annotations
@@ -378,8 +379,8 @@ class _Handler(BaseHTTPRequestHandler):
             if repo is None or (m["rev"] not in (None, "main", repo.commit)):
                 self._error(404, "Repository not found", "RepoNotFound")
                 return
-            if self._authorized(repo):
-                self._json(fake.model_json(repo, blobs=query.get("blobs") == ["true"]))
+            # As on the Hub: a gated repository's metadata is public, its files are not.
+            self._json(fake.model_json(repo, blobs=query.get("blobs") == ["true"]))
             return
         if m := _RESOLVE.match(path):
             self._resolve(m["repo"], m["rev"], m["file"])
@@ -405,8 +406,6 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self.fake.repos.get(repo_id)
         if repo is None:
             self._error(404, "Repository not found", "RepoNotFound")
-            return
-        if not self._authorized(repo):
             return
         items = []
         for f in repo.files:

@@ -86,7 +86,7 @@ def test_pull_a_split_model(capsys, tmp_path: Path, hub_env: FakeHub) -> None:
     ("ref", "message"),
     [
         (EMPTY_REPO, f"hearth: {EMPTY_REPO} has no GGUF model files Hearth can use."),
-        (GATED_REPO, f"hearth: repository {GATED_REPO} is gated: add a Hugging Face token in Settings."),
+        (GATED_REPO, "hearth: the header of locked-Q8_0.gguf needs a Hugging Face token"),
         (
             "test-org/missing",
             "hearth: repository test-org/missing was not found on the Hub (or it is private).",

@@ -18,7 +18,7 @@ from engine import DownloadState
 from engine.hardware import HardwareSnapshot
 from tests.fake_hub import FakeHub
 from tests.helpers import WAIT, open_window
-from tests.hub_fixtures import EMPTY_REPO, SPLIT_REPO, TINY_REPO
+from tests.hub_fixtures import EMPTY_REPO, GATED_REPO, SPLIT_REPO, TINY_REPO
 
 
 @pytest.fixture()
@@ -146,6 +146,11 @@ def test_errors_are_one_line_in_the_page(qtbot, discover: MainWindow, fake_hub: 
     _search(qtbot, discover, "no-gguf")  # the fake searches names, not files
     _open(qtbot, discover, EMPTY_REPO)
     assert page.repo_error.text() == f"{EMPTY_REPO} has no GGUF model files Hearth can use."
+    _search(qtbot, discover, "locked")
+    _open(qtbot, discover, GATED_REPO)
+    qtbot.waitUntil(lambda: "token" in _verdicts(discover)[0], timeout=WAIT)
+    assert _verdicts(discover)[0].startswith("the header of locked-Q8_0.gguf needs a Hugging Face token")
+    assert "gated" in page.repo_facts.text()
     fake_hub.faults.rate_limited = 10
     page.search_field.setText("tiny")
     qtbot.mouseClick(page.search_button, Qt.MouseButton.LeftButton)

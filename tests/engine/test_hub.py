@@ -118,14 +118,15 @@ def test_missing_repository_is_not_found(hub_access: HubAccess) -> None:
 
 
 def test_gated_repository_needs_the_right_token(fake_hub: FakeHub, hub_access: HubAccess) -> None:
-    with pytest.raises(HubAccessDenied, match="gated: add a Hugging Face token"):
-        HubClient(hub_access).repo_files(GATED_REPO)
-    wrong = dataclasses.replace(hub_access, token="hf_wrong")
-    with pytest.raises(HubAccessDenied, match="this token has no access"):
-        HubClient(wrong).repo_files(GATED_REPO)
-    right = dataclasses.replace(hub_access, token=fake_hub.token)
-    listing = HubClient(right).repo_files(GATED_REPO)
+    listing = HubClient(hub_access).repo_files(GATED_REPO)  # its metadata is public
     assert listing.gated and listing.license == "llama3"
+    with pytest.raises(HubAccessDenied, match="needs a Hugging Face token"):
+        inspect_remote(hub_access, listing, listing.quants[0])
+    wrong = dataclasses.replace(hub_access, token="hf_wrong")
+    with pytest.raises(HubAccessDenied, match="access denied"):
+        inspect_remote(wrong, listing, listing.quants[0])
+    right = dataclasses.replace(hub_access, token=fake_hub.token)
+    assert inspect_remote(right, listing, listing.quants[0]).info.architecture == "llama"
     assert "hf_test_token" not in repr(right)  # a token never reaches a log line
 
 
