@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from app.hub_settings import header_cache_dir, hub_access, load_settings
@@ -27,6 +28,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--with-projector", action="store_true", help="also download the repository's mmproj file")
     p.add_argument("--no-plan", action="store_true", help="do not read the header to show the plan first")
     p.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    # Also after the command (`hearth pull X --models-dir D`); SUPPRESS keeps `hearth
+    # --models-dir D pull X` from being overwritten by this option's default.
+    p.add_argument("--models-dir", type=Path, default=argparse.SUPPRESS, help="download into this folder")
 
 
 def cmd_search(args: argparse.Namespace, paths: AppPaths) -> int:

@@ -13,6 +13,7 @@ loop is here, on huggingface_hub's own HTTP session, URLs and headers.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import hashlib
@@ -22,7 +23,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,9 +237,17 @@ class Downloader:
         stay for a resume except after a checksum mismatch.
         """
         control = control or DownloadControl()
-        meter = _Meter(spec, report or (lambda _p: None))
         targets = self.targets(spec)  # every name checked before a byte is written
         self.staging.mkdir(parents=True, exist_ok=True)
+        lock = self.staging / f"{spec.key}.lock"
+        with _exclusive(lock, spec):
+            final = self._run(spec, targets, control, _Meter(spec, report or (lambda _p: None)))
+            if final.state.finished:
+                lock.unlink(missing_ok=True)  # still held: a later taker makes a new one
+            return final
+
+    def _run(self, spec: DownloadSpec, targets: list[Path], control: DownloadControl,
+             meter: _Meter) -> DownloadProgress:  # fmt: skip
         meter.done = self.done_bytes(spec)
         self._check_space(spec, meter.done)
         _atomic_write(self.job_file(spec), json.dumps(spec.to_json()))
@@ -477,6 +486,23 @@ class _Meter:
         )
         self.report(progress)
         return progress
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path, spec: DownloadSpec) -> Iterator[None]:
+    """One writer per download across processes (the window and ``hearth pull`` share the
+    models folder); the kernel drops the lock when its holder dies, SIGKILL included."""
+    import fcntl
+
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise HubError(f"{spec.title} is already being downloaded by another Hearth.") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def _write_all(out: Any, data: bytes) -> None:

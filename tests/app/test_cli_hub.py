@@ -129,3 +129,11 @@ def test_no_keyring_is_a_one_line_error() -> None:
     with pytest.raises(KeyringUnavailable, match="no keyring"):
         store_token("hf_x")
     assert read_token() is None
+
+
+def test_pull_takes_the_models_folder_after_the_command(capsys, tmp_path: Path, hub_env: FakeHub) -> None:
+    code = run_cli(["--data-dir", str(tmp_path / "data"), "pull", f"{TINY_REPO}:Q4_0", "--no-plan",
+                    "--models-dir", str(tmp_path / "elsewhere")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert Path(out.strip()).is_relative_to((tmp_path / "elsewhere").resolve())

@@ -281,3 +281,16 @@ def test_a_symlink_inside_cannot_lead_outside(tmp_path: Path) -> None:
     (models / "o" / "n").symlink_to(tmp_path)
     with pytest.raises(UnsafeFileName, match="leads outside"):
         safe_target(models, "o/n", "m.gguf")
+
+
+def test_the_endpoint_comes_from_the_setting_then_hf_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.errors import HubError
+    from engine.hub import resolve_endpoint
+
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert resolve_endpoint() == "https://huggingface.co"
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.local:8080/")
+    assert resolve_endpoint() == "http://mirror.local:8080"
+    assert resolve_endpoint("https://hf-mirror.example") == "https://hf-mirror.example"
+    with pytest.raises(HubError, match="is not an http"):
+        resolve_endpoint("ftp://nope")

@@ -309,3 +309,20 @@ def test_unfinished_downloads_come_back_after_a_restart(tmp_path: Path, fake_hub
     manager.resume(spec.key)
     final = manager.wait(spec.key, 20)
     assert final is not None and final.state is DownloadState.DONE
+
+
+def test_one_writer_per_download_across_processes(tmp_path: Path, fake_hub: FakeHub,
+                                                  hub_access: HubAccess) -> None:  # fmt: skip
+    import fcntl
+    import os
+
+    spec = _spec(hub_access)
+    (tmp_path / STAGING).mkdir(parents=True)
+    fd = os.open(tmp_path / STAGING / f"{spec.key}.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as another Hearth (the window, or hearth pull) would
+    try:
+        with pytest.raises(HubError, match="already being downloaded by another Hearth"):
+            _downloader(hub_access, tmp_path).run(spec)
+    finally:
+        os.close(fd)
+    assert _downloader(hub_access, tmp_path).run(spec).state is DownloadState.DONE
