@@ -211,3 +211,23 @@ def test_fifty_thousand_results_stay_responsive(qtbot, discover: MainWindow, fak
     # The GUI thread never stalls long (50 ms is the goal, measured in benchmarks/bench_hub.py;
     # a loaded shared CI machine gets more slack here).
     assert max(gaps) < 250, max(gaps)
+
+
+def test_hub_settings_keep_the_token_in_the_keyring(qtbot, discover: MainWindow, memory_keyring) -> None:
+    from app.discover_page import HubSettingsDialog
+
+    dialog = HubSettingsDialog(discover.discover)
+    qtbot.addWidget(dialog)
+    dialog.endpoint.setText("http://mirror.example:9000")
+    dialog.token.setText("hf_from_the_dialog")
+    dialog.save()
+    assert dialog.result() == dialog.DialogCode.Accepted
+    assert discover.discover.access.endpoint == "http://mirror.example:9000"
+    assert discover.discover.access.token == "hf_from_the_dialog"
+    assert "hf_from_the_dialog" not in discover.paths.settings_file.read_text()
+    assert "hf_from_the_dialog" in memory_keyring.passwords.values()
+    bad = HubSettingsDialog(discover.discover)
+    qtbot.addWidget(bad)
+    bad.endpoint.setText("not a url")
+    bad.save()
+    assert "not an http(s) URL" in bad.error.text()

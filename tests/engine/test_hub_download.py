@@ -326,3 +326,37 @@ def test_one_writer_per_download_across_processes(tmp_path: Path, fake_hub: Fake
     finally:
         os.close(fd)
     assert _downloader(hub_access, tmp_path).run(spec).state is DownloadState.DONE
+
+
+def test_end_to_end_search_plan_download_interrupted_resumed_then_in_the_library(
+    tmp_path: Path, fake_hub: FakeHub, hub_access: HubAccess
+) -> None:
+    from engine.hardware import described_machine
+    from engine.hub import inspect_remote
+    from engine.planner import LoadRequest, plan_load
+
+    client = HubClient(hub_access)
+    (found,) = [r for r in client.search("tiny-llama") if r.repo_id == TINY_REPO]
+    listing = client.repo_files(found.repo_id)
+    option = listing.find("Q4_0")
+    machine = described_machine(ram_available=12 << 30)
+    remote_plan = plan_load(inspect_remote(hub_access, listing, option).info, machine, LoadRequest())
+    assert remote_plan.fits
+
+    drop = option.total_size // 3
+    fake_hub.faults.drop_at, fake_hub.faults.drops = drop, 1
+    models = tmp_path / "models"
+    final = _downloader(hub_access, models).run(DownloadSpec.of(listing.repo_id, listing.commit, option))
+    assert final.state is DownloadState.DONE
+    assert f"bytes={drop}-" in _cdn_ranges(fake_hub)  # resumed where the connection broke
+
+    library = Library(tmp_path / "library.json")
+    library.add_folder(models)
+    (entry,) = library.models()
+    assert entry.path == final.target and entry.info is not None
+    local_plan = plan_load(entry.info, machine, LoadRequest())
+    assert (local_plan.verdict, local_plan.memory, local_plan.params) == (
+        remote_plan.verdict,
+        remote_plan.memory,
+        remote_plan.params,
+    )
