@@ -1,6 +1,6 @@
 """Resumable, verified downloads of a quantization (every part of a split GGUF).
 
-Each file streams into ``<models>/.hearth-downloads/<sha256>.part`` (never a ``.gguf``, so
+Each file streams into ``<models>/.hearth-downloads/<id>.part`` (never a ``.gguf``, so
 the library never lists it), resumes with a ``Range`` from the part's size after a dropped
 connection, a pause, a restart or a SIGKILL, is hashed while it streams (the bytes already
 there are hashed first on resume) and enters the library only when its SHA-256 is the one
@@ -194,7 +194,9 @@ class Downloader:
     # -- the parts on disk ----------------------------------------------------------------
 
     def part_path(self, spec: DownloadSpec, f: HubFile) -> Path:
-        name = f.sha256 or hashlib.sha256(f"{spec.repo_id}@{spec.commit}/{f.path}".encode()).hexdigest()
+        # Named by repository, commit and path rather than content: two repositories may
+        # publish the same file, and two downloads must never write one part.
+        name = hashlib.sha256(f"{spec.repo_id}@{spec.commit}/{f.path}".encode()).hexdigest()[:40]
         return self.staging / f"{name}.part"
 
     def job_file(self, spec: DownloadSpec) -> Path:
