@@ -160,10 +160,13 @@ class RemoteBytes:
 
 class HeaderCache:
     """Header prefixes read from the Hub, one file per published SHA-256 (or commit and
-    path): the bytes of a commit never change, so an entry never goes stale."""
+    path): the bytes of a commit never change, so an entry never goes stale. The oldest
+    entries go once the folder passes ``limit`` bytes (a large vocabulary's header is 5-8 MB,
+    and browsing a few repositories reads dozens)."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, limit: int = 256 << 20) -> None:
         self.folder = folder
+        self.limit = limit
 
     def _file(self, key: str) -> Path | None:
         return self.folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.bin" if self.folder else None
@@ -171,7 +174,10 @@ class HeaderCache:
     def get(self, key: str) -> bytes:
         path = self._file(key)
         try:
-            return path.read_bytes()[:MAX_REMOTE_HEADER_BYTES] if path else b""
+            data = path.read_bytes()[:MAX_REMOTE_HEADER_BYTES] if path else b""
+            if path is not None:
+                os.utime(path)  # recently used: evicted last
+            return data
         except OSError:
             return b""
 
@@ -185,8 +191,24 @@ class HeaderCache:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, path)
+            self._evict(keep=path)
         except OSError:
             pass  # a cache that cannot be written only costs a re-read
+
+    def _evict(self, keep: Path) -> None:
+        assert self.folder is not None
+        entries = []
+        for entry in self.folder.glob("*.bin"):
+            with contextlib.suppress(OSError):
+                st = entry.stat()
+                entries.append((st.st_mtime_ns, st.st_size, entry))
+        total = sum(size for _, size, _ in entries)
+        for _, size, entry in sorted(entries, key=lambda e: e[0]):
+            if total <= self.limit:
+                break
+            if entry != keep:
+                entry.unlink(missing_ok=True)
+                total -= size
 
 
 @dataclass(frozen=True)

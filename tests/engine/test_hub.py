@@ -294,3 +294,19 @@ def test_the_endpoint_comes_from_the_setting_then_hf_endpoint(monkeypatch: pytes
     assert resolve_endpoint("https://hf-mirror.example") == "https://hf-mirror.example"
     with pytest.raises(HubError, match="is not an http"):
         resolve_endpoint("ftp://nope")
+
+
+def test_the_header_cache_keeps_to_its_size_dropping_the_least_recently_used(tmp_path: Path) -> None:
+    import os
+
+    cache = HeaderCache(tmp_path / "headers", limit=250_000)
+    cache.put("a", bytes(100_000))
+    cache.put("b", bytes(100_000))
+    for age, key in ((300, "a"), (200, "b")):  # a older than b
+        path = cache._file(key)
+        assert path is not None
+        os.utime(path, ns=(path.stat().st_mtime_ns - age * 10**9,) * 2)
+    assert cache.get("a")  # used again: now b is the oldest
+    cache.put("c", bytes(100_000))  # 300,000 bytes > 250,000: one goes
+    assert [k for k in "abc" if cache.get(k)] == ["a", "c"]
+    assert sum(p.stat().st_size for p in (tmp_path / "headers").iterdir()) <= 250_000
