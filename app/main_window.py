@@ -180,7 +180,7 @@ class MainWindow(QMainWindow):
         # A finished download joins the library (paired with its projector there); Load loads it.
         self.discover.download_finished.connect(lambda path: self.library.add_paths([path], select=path))
         self.discover.download_failed.connect(self.status_label.setText)
-        self.discover_page.load_requested.connect(self.load_and_send)
+        self.discover_page.load_requested.connect(self.load_downloaded)
         self._restore_geometry()
 
     def _build_actions(self) -> None:
@@ -384,6 +384,26 @@ class MainWindow(QMainWindow):
             self.session.model_ready.connect(send_when_ready)
         self.load_model(plan)
 
+    def load_downloaded(self, model_path: Path) -> None:
+        """Discover's Load: the model with its remembered (or default) settings and, the
+        first time, the vision projector the library pairs with it."""
+        from engine import LoadRequest, inspect_model, plan_load
+
+        entry = next((e for e in self.library.entries() if e.path == model_path), None)
+        projectors = self.library.projectors_for(entry) if entry is not None else ()
+        remembered = self.store.get_setting(settings_key(model_path))
+        if not projectors or remembered:
+            self.load_and_send(model_path)
+            return
+        try:
+            info = inspect_model(model_path)
+            request = LoadRequest(projector=projectors[0])
+            plan = plan_load(info, self._hardware or take_snapshot(), request)
+        except EngineError as exc:
+            self.status_label.setText(exc.message)
+            return
+        self.load_model(plan)
+
     def unload_model(self) -> None:
         self.session.unload()
 
@@ -418,8 +438,9 @@ class MainWindow(QMainWindow):
 
     def _on_scan_finished(self) -> None:
         counts = self.library.counts()
-        if counts.models == 0 and self.session.model is None:
-            # First run (or an empty library): show how to add models, not an empty chat.
+        if counts.models == 0 and self.session.model is None and self.current_page() is not Page.DISCOVER:
+            # First run (or an empty library): show how to add models, not an empty chat;
+            # but a projector downloaded first must not pull the user away from Discover.
             self.show_page(Page.MODELS)
         elif self.library_panel.selected_entry() is None:
             self.library_panel.select_first()

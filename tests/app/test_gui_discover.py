@@ -99,9 +99,14 @@ def test_download_lands_in_the_library_and_loads_in_one_click(qtbot, discover: M
         r for r in page.download_rows().values() if r.target and r.target.name == "tiny-llama-Q8_0.gguf"
     )
     assert row.load_button.isVisible() and "done" in row.detail.text()
+    loaded = []
+    discover.load_model = lambda plan, speculation=None: loaded.append(plan)  # no llama.cpp here
     with qtbot.waitSignal(page.load_requested, timeout=WAIT) as blocker:
         qtbot.mouseClick(row.load_button, Qt.MouseButton.LeftButton)
     assert Path(blocker.args[0]).name == "tiny-llama-Q8_0.gguf"
+    (plan,) = loaded
+    assert plan.model.path == model.path and plan.request.projector is not None
+    assert plan.request.projector.path.name == "mmproj-tiny-llama-F16.gguf"
 
 
 def test_pause_resume_and_cancel_from_the_buttons(qtbot, discover: MainWindow, fake_hub: FakeHub) -> None:
@@ -182,10 +187,37 @@ def test_an_unfinished_download_is_back_after_a_restart(
     second.close()
 
 
-def test_fifty_thousand_results_stay_responsive(qtbot, discover: MainWindow, fake_hub: FakeHub) -> None:
-    fake_hub.bulk_results = 50_000
+def test_fifty_thousand_results_stay_responsive(qtbot, discover: MainWindow, monkeypatch) -> None:
+    import subprocess
+    import sys
+
+    from app.application import freeze_startup_heap
+    from tests.conftest import REPO
+
+    # The fake Hub in its own process, as the Hub is: its 50,000 result dicts are not the app's.
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_hub", "--bulk", "50000"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        monkeypatch.setenv("HF_ENDPOINT", server.stdout.readline().strip())
+        discover.discover.reconfigure()
+        _fill_fifty_thousand(qtbot, discover, freeze_startup_heap)
+    finally:
+        import gc
+
+        gc.unfreeze()  # the rest of the test session collects as usual
+        server.kill()
+        server.wait()
+
+
+def _fill_fifty_thousand(qtbot, discover: MainWindow, freeze_startup_heap) -> None:
     page = discover.discover_page
     discover.discover.search_limit = 50_000
+    freeze_startup_heap()  # as run_gui does once the window has started
     gaps: list[int] = []
     clock = QElapsedTimer()
     clock.start()
