@@ -74,6 +74,7 @@ class FakeRepo:
     license: str = "apache-2.0"
     last_modified: str = "2026-01-02T03:04:05.000Z"
     commit: str = COMMIT
+    in_git: set[str] = field(default_factory=set)  # paths stored in git itself, not LFS
 
     def file(self, path: str) -> FakeFile | None:
         return next((f for f in self.files if f.path == path), None)
@@ -212,11 +213,20 @@ class FakeHub:
     def published_sha256(self, repo: FakeRepo, f: FakeFile) -> str:
         return "0" * 64 if f.path in self.faults.wrong_hash else f.sha256
 
+    def published_git_oid(self, f: FakeFile) -> str:
+        if f.path in self.faults.wrong_hash:
+            return "0" * 40
+        h = hashlib.sha1(f"blob {f.size}\0".encode())
+        h.update(f.source.read_bytes())
+        return h.hexdigest()
+
     def model_json(self, repo: FakeRepo, blobs: bool) -> dict[str, object]:
         siblings: list[dict[str, object]] = []
         for f in repo.files:
             entry: dict[str, object] = {"rfilename": f.path}
-            if blobs:
+            if blobs and f.path in repo.in_git:
+                entry |= {"size": f.size, "blobId": self.published_git_oid(f)}  # no LFS: git's own id
+            elif blobs:
                 sha = self.published_sha256(repo, f)
                 entry |= {
                     "size": f.size,

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from engine.errors import HubRateLimited, NoGgufFiles
 from engine.hub.access import HubAccess, hub_errors
-from engine.hub.files import HubFile, RepoFiles, RepoSummary, check_sha256, group_files
+from engine.hub.files import HubFile, RepoFiles, RepoSummary, check_git_oid, check_sha256, group_files
 
 T = TypeVar("T")
 SEARCH_LIMIT = 200
@@ -67,6 +67,7 @@ class HubClient:
                     s.rfilename,
                     int(s.size or (s.lfs.size if s.lfs else 0) or 0),
                     check_sha256(s.lfs.sha256) if s.lfs else None,
+                    None if s.lfs else check_git_oid(s.blob_id),
                 )
                 for s in info.siblings or ()
             ]

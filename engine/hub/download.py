@@ -93,12 +93,16 @@ class DownloadSpec:
             "repo_id": self.repo_id,
             "commit": self.commit,
             "label": self.label,
-            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in self.files],
+            "files": [
+                {"path": f.path, "size": f.size, "sha256": f.sha256, "git_oid": f.git_oid} for f in self.files
+            ],
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DownloadSpec:
-        files = tuple(HubFile(str(f["path"]), int(f["size"]), f.get("sha256")) for f in data["files"])
+        files = tuple(
+            HubFile(str(f["path"]), int(f["size"]), f.get("sha256"), f.get("git_oid")) for f in data["files"]
+        )
         return cls(str(data["repo_id"]), str(data["commit"]), str(data["label"]), files)
 
 
@@ -285,7 +289,7 @@ class Downloader:
 
     def _fetch(self, spec: DownloadSpec, f: HubFile, control: DownloadControl, meter: _Meter) -> None:
         part = self.part_path(spec, f)
-        hasher = hashlib.sha256()
+        hasher = f.new_hasher()
         have = _size(part)
         if have > f.size:
             part.unlink()
@@ -307,7 +311,7 @@ class Downloader:
             except _Restart:
                 part.unlink(missing_ok=True)
                 meter.done -= have
-                have, hasher = 0, hashlib.sha256()
+                have, hasher = 0, f.new_hasher()
                 continue
             except _Transient as exc:
                 have = _size(part)
@@ -321,12 +325,13 @@ class Downloader:
                 _sleep_unless(control, max(exc.wait, self.backoff_s * 2 ** (failures - 1)))
                 continue
             failures = 0
-        digest = hasher.hexdigest()
-        if f.sha256 is not None and digest != f.sha256:
+        digest, expected = hasher.hexdigest(), f.expected_digest
+        if expected is not None and digest != expected:
             part.unlink(missing_ok=True)
             meter.done -= f.size
+            check = "SHA-256" if f.sha256 else "git SHA-1"
             raise ChecksumMismatch(
-                f"{f.name} failed its SHA-256 check (got {digest[:12]}…, the Hub says {f.sha256[:12]}…); "
+                f"{f.name} failed its {check} check (got {digest[:12]}…, the Hub says {expected[:12]}…); "
                 "it was deleted, nothing entered the library."
             )
 

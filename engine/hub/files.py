@@ -3,9 +3,11 @@ GGUF is one choice), its vision projectors, and where each file may land on disk
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from engine.errors import NoGgufFiles, UnsafeFileName
 
@@ -18,6 +20,7 @@ _QUANT = re.compile(
     re.IGNORECASE,
 )
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_GIT_OID = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,23 @@ class HubFile:
     path: str  # as the repository names it ("Q4_K_M/model-00001-of-00002.gguf")
     size: int
     sha256: str | None  # the LFS object id the Hub publishes; None for non-LFS files
+    git_oid: str | None = None  # a file kept in git itself (small): its blob id, SHA-1 of "blob N\0" + bytes
 
     @property
     def name(self) -> str:
         return PurePosixPath(self.path).name
+
+    def new_hasher(self) -> Any:
+        """What checks this file's bytes: SHA-256 for LFS files, git's blob SHA-1 otherwise."""
+        if self.sha256 is not None or self.git_oid is None:
+            return hashlib.sha256()
+        hasher = hashlib.sha1(usedforsecurity=False)
+        hasher.update(f"blob {self.size}\0".encode())
+        return hasher
+
+    @property
+    def expected_digest(self) -> str | None:
+        return self.sha256 or self.git_oid
 
 
 @dataclass(frozen=True)
@@ -136,6 +152,10 @@ def group_files(repo_id: str, commit: str, files: list[HubFile], gated: bool = F
 
 def check_sha256(value: object) -> str | None:
     return value.lower() if isinstance(value, str) and _SHA256.match(value.lower()) else None
+
+
+def check_git_oid(value: object) -> str | None:
+    return value.lower() if isinstance(value, str) and _GIT_OID.match(value.lower()) else None
 
 
 def safe_target(models_dir: Path, repo_id: str, path: str) -> Path:

@@ -360,3 +360,22 @@ def test_end_to_end_search_plan_download_interrupted_resumed_then_in_the_library
         remote_plan.memory,
         remote_plan.params,
     )
+
+
+def test_a_file_kept_in_git_is_checked_against_its_blob_id(
+    tmp_path: Path, fake_hub: FakeHub, hub_access: HubAccess, hub_files: dict[str, Path]
+) -> None:
+    fake_hub.add_repo(
+        "test-org/in-git-GGUF", {"small-Q8_0.gguf": hub_files["q8"]}, in_git={"small-Q8_0.gguf"}
+    )
+    listing = HubClient(hub_access).repo_files("test-org/in-git-GGUF")
+    (f,) = listing.quants[0].files
+    assert f.sha256 is None and f.git_oid is not None and len(f.git_oid) == 40
+    spec = DownloadSpec.of(listing.repo_id, listing.commit, listing.quants[0])
+    fake_hub.faults.drop_at = 100_000  # the resumed hash starts from git's "blob N\0" header too
+    assert _downloader(hub_access, tmp_path).run(spec).state is DownloadState.DONE
+    fake_hub.faults.wrong_hash.add("small-Q8_0.gguf")
+    listing = HubClient(hub_access).repo_files("test-org/in-git-GGUF")
+    spec = DownloadSpec.of(listing.repo_id, listing.commit, listing.quants[0])
+    with pytest.raises(ChecksumMismatch, match="failed its git SHA-1 check"):
+        _downloader(hub_access, tmp_path / "again").run(spec)
