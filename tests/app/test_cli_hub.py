@@ -137,3 +137,24 @@ def test_pull_takes_the_models_folder_after_the_command(capsys, tmp_path: Path, 
     out, err = capsys.readouterr()
     assert code == 0, err
     assert Path(out.strip()).is_relative_to((tmp_path / "elsewhere").resolve())
+
+
+def test_the_progress_bar_redraws_in_place_on_a_terminal() -> None:
+    import io
+
+    from app.cli_hub import ProgressLine
+    from engine import DownloadProgress, DownloadState
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    bar = ProgressLine(out, "o/n · Q4_K_M")
+    bar.update(DownloadProgress("k", "o/n · Q4_K_M", DownloadState.RUNNING, 50 << 20, 200 << 20, 10 << 20))
+    bar.update(DownloadProgress("k", "o/n · Q4_K_M", DownloadState.DONE, 200 << 20, 200 << 20))
+    bar.finish()
+    text = out.getvalue()
+    assert text.startswith("\ro/n · Q4_K_M [#######.......................]  25% 50.0 MiB/200.0 MiB")
+    assert "10.0 MiB/s, 0:15 left downloading" in text
+    assert "100%" in text and "done" in text and text.endswith("\n")
