@@ -193,8 +193,15 @@ class HubSettingsDialog(QDialog):
         self.error = QLabel()
         self.error.setStyleSheet(ERROR_STYLE)
         self.error.setWordWrap(True)
+        self.forget = QPushButton("Forget the token")
+        self.forget.setObjectName("forgetToken")
+        self.forget.setEnabled(bool(read_token()))
+        self.forget.clicked.connect(self._forget)
+        token_row = QHBoxLayout()
+        token_row.addWidget(self.token, 1)
+        token_row.addWidget(self.forget)
         form.addRow("Endpoint", self.endpoint)
-        form.addRow("Token", self.token)
+        form.addRow("Token", token_row)
         form.addRow(self.error)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
@@ -202,6 +209,17 @@ class HubSettingsDialog(QDialog):
         buttons.accepted.connect(self.save)
         buttons.rejected.connect(self.reject)
         form.addRow(buttons)
+
+    def _forget(self) -> None:
+        try:
+            store_token(None)
+        except KeyringUnavailable as exc:
+            self.error.setText(exc.message)
+            return
+        self.token.clear()
+        self.token.setPlaceholderText("none (needed for gated models)")
+        self.forget.setEnabled(False)
+        self.controller.reconfigure()
 
     def save(self) -> None:
         try:

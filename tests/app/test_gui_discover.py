@@ -258,6 +258,11 @@ def test_hub_settings_keep_the_token_in_the_keyring(qtbot, discover: MainWindow,
     assert discover.discover.access.token == "hf_from_the_dialog"
     assert "hf_from_the_dialog" not in discover.paths.settings_file.read_text()
     assert "hf_from_the_dialog" in memory_keyring.passwords.values()
+    again = HubSettingsDialog(discover.discover)
+    qtbot.addWidget(again)
+    assert again.forget.isEnabled()
+    qtbot.mouseClick(again.forget, Qt.MouseButton.LeftButton)
+    assert memory_keyring.passwords == {} and discover.discover.access.token is None
     bad = HubSettingsDialog(discover.discover)
     qtbot.addWidget(bad)
     bad.endpoint.setText("not a url")
