@@ -102,9 +102,15 @@ class DiscoverController(QObject):
         self._plan.connect(self._on_plan)
         self._download.connect(self._on_download)
         self._shut_down = False
-        # huggingface_hub and httpx take ~0.1 s to import, holding the GIL while modules
-        # unmarshal: done here on a worker, not in the GUI thread at the first search.
-        self._pool.submit(_warm_up)
+        self._warmed = False
+
+    def warm_up(self) -> None:
+        """Import huggingface_hub and httpx (~0.1-0.3 s, much of it holding the GIL) on a
+        worker when the page is first shown, not with the window: start-up and the first
+        chat do not wait for them, and the first search does not either."""
+        if not self._warmed:
+            self._warmed = True
+            self._pool.submit(_warm_up)
 
     def set_hardware(self, hardware: HardwareSnapshot) -> None:
         self._hardware = hardware
@@ -118,7 +124,9 @@ class DiscoverController(QObject):
     def restore_downloads(self) -> None:
         """Downloads an earlier run left unfinished, listed as paused."""
 
-        self._pool.submit(self.manager.restore)  # each one reported through the listener
+        # Here, not on a worker: a few small JSON files and stat calls, and the window's
+        # start-up gets no extra thread to share the GIL with.
+        self.manager.restore()  # each one reported through the listener
 
     # -- search ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -363,6 +364,10 @@ class DiscoverPage(QSplitter):
         controller.repo_failed.connect(self._on_repo_failed)
         controller.plan_ready.connect(self._on_plan)
         controller.download_changed.connect(self._on_download)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.controller.warm_up()
 
     # -- search -----------------------------------------------------------------------------
 

@@ -59,6 +59,8 @@ def test_a_chat_that_outgrew_the_context_offers_a_reload(qtbot, window: MainWind
     qtbot.waitUntil(lambda: window.session.ready_model is not None, timeout=WAIT)
     assert window.session.plan.context_per_conversation == 4096
     qtbot.waitUntil(lambda: not notice.isVisible(), timeout=WAIT)
+    # The count is measured again after the reload: the notice can go before it is shown.
+    qtbot.waitUntil(lambda: window.composer.context_usage_text() != "", timeout=WAIT)
     assert count(window)[1] == 4096
     assert window.composer.error_label.isHidden(), "the refusal went with its cause"
 
