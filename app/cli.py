@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("plan", help="show whether a model fits this machine and how it would load")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", help="a GGUF file, or hf://OWNER/NAME/FILE.gguf (its header is read from the Hub)")
     p.add_argument(
         "--ctx",
         type=int,
@@ -219,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("hardware", help="what this machine has")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+    from app.cli_hub import add_commands
+
+    add_commands(sub)
+
     sub.add_parser("setup-default-model", help="put the demo model (Gemma 3 270M) in the models folder")
     return parser
 
@@ -240,6 +244,8 @@ def run_cli(argv: list[str]) -> int:
         "serve": cmd_serve,
         "worker": cmd_worker,
         "setup-default-model": cmd_setup_default_model,
+        "search": _hub_command("cmd_search"),
+        "pull": _hub_command("cmd_pull"),
     }
     try:
         paths = resolve_paths(args.data_dir, args.models_dir).check()
@@ -258,6 +264,15 @@ def run_cli(argv: list[str]) -> int:
         # stdout is pointed at /dev/null so the interpreter's flush at exit cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+
+
+def _hub_command(name: str):  # -> handler; imported when run, so other commands stay quick
+    def run(args: argparse.Namespace, paths: AppPaths) -> int:
+        from app import cli_hub
+
+        return getattr(cli_hub, name)(args, paths)
+
+    return run
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -298,12 +313,14 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
         KvCacheType,
         LoadRequest,
         describe_plan,
+        format_bytes,
         inspect_model,
         inspect_projector,
         plan_load,
     )
 
-    info = inspect_model(args.file)
+    remote = str(args.file).startswith("hf://")
+    info = None if remote else inspect_model(Path(args.file))
     projector = inspect_projector(args.mmproj) if args.mmproj else None
     gpu_layers = _gpu_layers(args)
     request = LoadRequest(
@@ -315,7 +332,17 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
         projector=projector,
         tensor_split=_split(args),
     )
-    plan = plan_load(info, _hardware(args), request)
+    if info is None:
+        from app.cli_hub import remote_plan
+
+        plan, inspection = remote_plan(paths, args.file, request)
+        print(
+            f"(header read from the Hub: {format_bytes(inspection.bytes_read)} in "
+            f"{inspection.requests} requests{', cached' if inspection.from_cache else ''})",
+            file=sys.stderr,
+        )
+    else:
+        plan = plan_load(info, _hardware(args), request)
     if args.json:
         _print_json(plan)
     else:

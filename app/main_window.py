@@ -30,6 +30,8 @@ from app.chat_controller import ChatController
 from app.chats_page import ChatsPage
 from app.context_fix import context_fix
 from app.dashboard import DashboardView
+from app.discover_controller import DiscoverController
+from app.discover_page import DiscoverPage
 from app.key_vault import KeyVault
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
@@ -129,8 +131,14 @@ class MainWindow(QMainWindow):
             self.conversation_list, self.message_view, self.composer, self.sampling_panel
         )
         self.models_page = ModelsPage(self.library_panel, self.hardware_panel, self.details_stack)
+        self.discover = DiscoverController(paths, hardware, parent=self)
+        self.discover_page = DiscoverPage(self.discover)
         self.pages = QStackedWidget()
-        self._page_widgets = {Page.CHATS: self.chats_page, Page.MODELS: self.models_page}
+        self._page_widgets = {
+            Page.CHATS: self.chats_page,
+            Page.MODELS: self.models_page,
+            Page.DISCOVER: self.discover_page,
+        }
         for widget in self._page_widgets.values():
             self.pages.addWidget(widget)
         self.nav = NavRail()
@@ -217,6 +225,10 @@ class MainWindow(QMainWindow):
         self.chat.images_left_out.connect(self._on_images_left_out)
         self.chats_page.notice.action_clicked.connect(self._apply_notice_fix)
         self.chats_page.settings_visibility_changed.connect(self._remember_settings_column)
+        # A finished download joins the library (paired with its projector there); Load loads it.
+        self.discover.download_finished.connect(lambda path: self.library.add_paths([path], select=path))
+        self.discover.download_failed.connect(self.status_label.setText)
+        self.discover_page.load_requested.connect(self.load_downloaded)
         self._restore_geometry()
 
     def _build_actions(self) -> None:
@@ -247,6 +259,7 @@ class MainWindow(QMainWindow):
         self.search_action = action("Search chats", "Ctrl+K", self.focus_search)
         self.chats_page_action = action("Chats", "Ctrl+1", lambda: self.show_page(Page.CHATS))
         self.models_page_action = action("Models", "Ctrl+2", lambda: self.show_page(Page.MODELS))
+        self.discover_page_action = action("Discover", "Ctrl+3", lambda: self.show_page(Page.DISCOVER))
         # Esc stops the reply wherever the focus is; enabled only while one streams, so
         # Esc keeps its other meanings (cancel an edit, clear the search) the rest of the time.
         self.stop_action = action("Stop", "Esc", self.stop_generating, "Stop the reply (Esc)")
@@ -285,8 +298,10 @@ class MainWindow(QMainWindow):
             self._hardware = take_snapshot()
         self.hardware_panel.set_snapshot(self._hardware)
         self.model_panel.set_hardware(self.planning_hardware())
+        self.discover.set_hardware(self._hardware)
         self._workers_changed()
         self.workers.start()
+        self.discover.restore_downloads()
         if self._hardware.native_error is not None:  # this llama.cpp build failed its self-check
             print(f"hearth: {self._hardware.native_error}", file=sys.stderr)
             self.native_label.setText(self._hardware.native_error)
@@ -312,6 +327,7 @@ class MainWindow(QMainWindow):
         self.chat.shutdown()
         self.workers.stop()
         self.local_server.shutdown()  # API requests end before their model goes
+        self.discover.shutdown()  # downloads pause; their parts resume on the next start
         self.session.unload()
         if self.dashboard is not None:
             self.dashboard.shutdown()
@@ -439,6 +455,26 @@ class MainWindow(QMainWindow):
             self.session.model_ready.connect(send_when_ready)
         self.load_model(plan)
 
+    def load_downloaded(self, model_path: Path) -> None:
+        """Discover's Load: the model with its remembered (or default) settings and, the
+        first time, the vision projector the library pairs with it."""
+        from engine import LoadRequest, inspect_model, plan_load
+
+        entry = next((e for e in self.library.entries() if e.path == model_path), None)
+        projectors = self.library.projectors_for(entry) if entry is not None else ()
+        remembered = self.store.get_setting(settings_key(model_path))
+        if not projectors or remembered:
+            self.load_and_send(model_path)
+            return
+        try:
+            info = inspect_model(model_path)
+            request = LoadRequest(projector=projectors[0])
+            plan = plan_load(info, self._hardware or take_snapshot(), request)
+        except EngineError as exc:
+            self.status_label.setText(exc.message)
+            return
+        self.load_model(plan)
+
     def unload_model(self) -> None:
         self.session.unload()
 
@@ -474,8 +510,14 @@ class MainWindow(QMainWindow):
 
     def _on_scan_finished(self) -> None:
         counts = self.library.counts()
-        if counts.models == 0 and self.session.model is None and self.session.remote is None:
-            # First run (or an empty library): show how to add models, not an empty chat.
+        if (
+            counts.models == 0
+            and self.session.model is None
+            and self.session.remote is None
+            and self.current_page() is not Page.DISCOVER
+        ):
+            # First run (or an empty library): show how to add models, not an empty chat;
+            # but a projector downloaded first must not pull the user away from Discover.
             self.show_page(Page.MODELS)
         elif self.library_panel.selected_entry() is None:
             self.library_panel.select_first()

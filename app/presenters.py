@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from engine import LoadPhase, ModelInfo, format_bytes, format_count
+from engine import LoadPhase, LoadPlan, ModelInfo, Verdict, format_bytes, format_count
 
 BASE_MODEL_BADGE = "Base model: continues text, does not chat"
 BASE_MODEL_TIP = (
@@ -99,3 +99,23 @@ def model_facts(info: ModelInfo) -> list[tuple[str, str]]:
         ("Chat template", "yes" if info.has_chat_template else "no: a base model (built-in format is used)"),
     ]
     return rows
+
+
+def fit_summary(plan: LoadPlan) -> str:
+    """The verdict in a few words, as the Discover tab and ``hearth pull`` say it:
+    "fits on the GPU", "fits with 20 of 33 layers on the GPU", "fits in RAM (CPU)",
+    "does not fit (RAM short by 1.2 GiB)"."""
+    if plan.verdict is Verdict.DOES_NOT_FIT:
+        if plan.limiting_resource:
+            return f"does not fit ({plan.limiting_resource} short by {format_bytes(plan.deficit)})"
+        return "does not fit"
+    layers = (plan.model.block_count or 0) + 1  # the blocks and the output layer
+    on_gpu = plan.params.n_gpu_layers
+    gpus = [m for m in plan.memory if m.device != "CPU"]
+    if not gpus or on_gpu <= 0:
+        text = "fits in RAM (CPU)"
+    elif on_gpu >= layers:
+        text = "fits on the GPU"
+    else:
+        text = f"fits with {on_gpu} of {layers} layers on the GPU"
+    return text + (" — tight, may swap" if plan.verdict is Verdict.TIGHT else "")

@@ -21,6 +21,7 @@ BENCHMARKS = (
     "benchmarks.bench_gui_decode",  # the window against `hearth chat`: Qwen, ~15 min
     "benchmarks.bench_dashboard",
     "benchmarks.bench_image_memory",
+    "benchmarks.bench_hub",  # the Hub against its local fake: remote plans, downloads vs curl, 50k results
     "benchmarks.bench_bundle",  # skipped (a line says so) until `make package` has built dist/hearth
 )
 

@@ -59,3 +59,41 @@ class ReplyInterrupted(EngineError):
 
 class WorkerUnavailable(EngineError):
     """An RPC worker that cannot be reached, or was lost while a model used it."""
+class HubError(EngineError):
+    """Something between Hearth and the Hugging Face Hub went wrong (one line, with the fix)."""
+
+
+class HubUnreachable(HubError):
+    """No connection to the Hub (offline, DNS, refused, timed out)."""
+
+
+class HubAccessDenied(HubError):
+    """401/403: a gated or private repository and no (or the wrong) token."""
+
+
+class HubNotFound(HubError):
+    """404: no such repository, revision or file."""
+
+
+class HubRateLimited(HubError):
+    """429: the Hub asks us to slow down."""
+
+
+class HubProtocolError(HubError):
+    """The server answered something a download cannot use (lying sizes, truncated ranges)."""
+
+
+class NoGgufFiles(HubError):
+    """A repository that holds no GGUF model Hearth could download."""
+
+
+class ChecksumMismatch(HubError):
+    """A downloaded file whose SHA-256 is not the one the Hub publishes."""
+
+
+class NotEnoughSpace(EngineError):
+    """The models folder's disk cannot hold the download (checked before, or filled mid-way)."""
+
+
+class UnsafeFileName(HubError):
+    """A file name from a repository that would land outside the models folder."""

@@ -45,8 +45,9 @@ PY_EXCLUDES = [
     "tkinter", "_tkinter", "matplotlib", "IPython", "ipykernel", "jupyter_client", "notebook",
     "scipy", "pandas", "numba", "cupy", "h5py", "OpenGL", "colorcet", "PyQt5", "PyQt6", "PySide2",
     # llama-cpp-python's OpenAI-style server, its retired llava binding (importing it fails),
-    # and the Hugging Face helpers behind Llama.from_pretrained
-    "llama_cpp.server", "llama_cpp.llava_cpp", "transformers", "huggingface_hub", "torch",
+    # and what Llama.from_pretrained would pull in (huggingface_hub itself stays: the
+    # Discover page and hearth pull use it)
+    "llama_cpp.server", "llama_cpp.llava_cpp", "transformers", "torch",
     # gguf's command-line tools (one is a PySide6 editor); pyqtgraph's demos, 3D and notebooks
     "gguf.scripts", "pyqtgraph.examples", "pyqtgraph.opengl", "pyqtgraph.jupyter",
     # Pillow's AVIF codec (5 MB with libavif): Hearth reads PNG, JPEG, WebP, GIF and BMP

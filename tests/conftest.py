@@ -10,6 +10,16 @@ import pytest
 from engine.tiny_models import TinyProjectorSpec, TinyTextSpec, write_tiny_projector, write_tiny_text_model
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Nothing here may reach the real Hub, nor read a token saved on this machine.
+os.environ["HF_HUB_OFFLINE"] = "0"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ.pop("HF_TOKEN", None)
+os.environ.pop("HF_ENDPOINT", None)
+# The machine's keyring (D-Bus Secret Service) is not the tests' to read: none, unless a
+# test installs the in-memory one (tests/hub_fixtures.py).
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+
+pytest_plugins = ["tests.hub_fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = REPO / ".test-cache"

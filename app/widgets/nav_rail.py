@@ -1,4 +1,4 @@
-"""The window's one navigation: a slim column of pages (Chats, Models) at the left edge."""
+"""The window's one navigation: a slim column of pages (Chats, Models, Discover) at the left edge."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ class Page(enum.Enum):
 
     CHATS = "chats"
     MODELS = "models"
+    DISCOVER = "discover"
 
 
-PAGE_LABELS = {Page.CHATS: "Chats", Page.MODELS: "Models"}
+PAGE_LABELS = {Page.CHATS: "Chats", Page.MODELS: "Models", Page.DISCOVER: "Discover"}
 PAGE_TIPS = {
     Page.CHATS: "Conversations with the loaded model (Ctrl+1)",
     Page.MODELS: "Your models: what fits this machine, load and unload (Ctrl+2)",
+    Page.DISCOVER: "Find models on the Hugging Face Hub: see what fits before downloading (Ctrl+3)",
 }
 RAIL_WIDTH = 76
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -110,12 +111,16 @@ def _open_gguf(path: Path) -> tuple[BinaryIO, int]:
 
 
 @contextlib.contextmanager
-def open_reader(path: Path) -> Iterator[Reader]:
+def open_reader(path: Path) -> Iterator[Reader]:  # an Opener
     """A ``Reader`` over ``path``, closed on leaving; a folder, an empty or unreadable file
     fails with ``InvalidModelFile``."""
     fh, size = _open_gguf(path)
     with fh:
         yield Reader(path, fh, size)
+
+
+# How a header's bytes are reached: a local file (``open_reader``) or a file on the Hub.
+Opener = Callable[[Path], AbstractContextManager["Reader"]]
 
 
 def read_fully(fh: BinaryIO, n: int) -> bytes:
@@ -135,15 +140,18 @@ class Reader:
 
     mmap would turn a file shrinking underneath us (a download being restarted) into
     SIGBUS; plain reads turn it into an exception. Skipped regions (scores, token types)
-    are never read at all.
+    are never read at all. ``fh`` only needs ``seek`` and ``read``: a header on the Hub is
+    read through the same class (``engine.hub.remote_header``), with a smaller
+    ``read_size`` so that no more than the header crosses the network.
     """
 
-    __slots__ = ("base", "buf", "fh", "path", "pos", "size")
+    __slots__ = ("base", "buf", "fh", "path", "pos", "read_size", "size")
 
-    def __init__(self, path: Path, fh: BinaryIO, size: int) -> None:
+    def __init__(self, path: Path, fh: BinaryIO, size: int, read_size: int = _FIRST_READ) -> None:
         self.path = path
         self.fh = fh
         self.size = size
+        self.read_size = read_size
         self.buf = b""
         self.base = 0
         self.pos = 0
@@ -167,7 +175,7 @@ class Reader:
         keep = b""
         if self.base <= self.pos < self.base + len(self.buf):
             keep = self.buf[self.pos - self.base :]
-        want = min(max(n, _FIRST_READ), self.size - self.pos, MAX_HEADER_BYTES - self.pos)
+        want = min(max(n, self.read_size), self.size - self.pos, MAX_HEADER_BYTES - self.pos)
         try:
             self.fh.seek(self.pos + len(keep))
             chunk = read_fully(self.fh, want - len(keep))

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from engine.catalog.gguf_header import Header, as_int, check_complete, int_or_layers, parse_header
-from engine.catalog.gguf_reader import invalid_file, open_reader
+from engine.catalog.gguf_reader import Opener, invalid_file, open_reader
 from engine.catalog.metadata_checks import check_text_model, projector_info
 from engine.catalog.model_info import ModelInfo, ModelKind, Scalar
 from engine.catalog.split_files import read_split_parts, split_part_paths
@@ -18,30 +18,34 @@ from engine.catalog.vocabulary import MERGES_KEY, TOKENS_KEY
 _KEEP_STRING_CHARS = 1024  # longer strings stay out of ModelInfo.metadata
 
 
-def inspect(path: Path | str, expect: ModelKind | None = None) -> ModelInfo:
+def inspect(
+    path: Path | str, expect: ModelKind | None = None, *, opener: Opener = open_reader
+) -> ModelInfo:
     """Read and validate ``path``'s GGUF header; raise InvalidModelFile with the reason.
 
     Reads only the header and tensor table. ``expect`` (TEXT or PROJECTOR) additionally
     rejects a file of the other kind, and for TEXT a non-first part of a split model.
+    ``opener`` reaches the bytes of ``path`` and of a split model's other parts (a file on
+    the Hub goes through the same checks as one on disk).
     """
     path = Path(path)
-    with open_reader(path) as reader:
+    with opener(path) as reader:
         header = parse_header(reader, check_vocab=True)
     check_complete(reader, header)
-    info = _describe(path, reader.size, header)
+    info = _describe(path, reader.size, header, opener)
     if expect is not None:
         _check_expected(info, expect)
     return info
 
 
-def inspect_model(path: Path | str) -> ModelInfo:
+def inspect_model(path: Path | str, *, opener: Opener = open_reader) -> ModelInfo:
     """``inspect`` for a language model: a projector or split part 2..N is refused."""
-    return inspect(path, expect=ModelKind.TEXT)
+    return inspect(path, expect=ModelKind.TEXT, opener=opener)
 
 
-def inspect_projector(path: Path | str) -> ModelInfo:
+def inspect_projector(path: Path | str, *, opener: Opener = open_reader) -> ModelInfo:
     """``inspect`` for a vision projector (mmproj): a language model is refused."""
-    return inspect(path, expect=ModelKind.PROJECTOR)
+    return inspect(path, expect=ModelKind.PROJECTOR, opener=opener)
 
 
 def _check_expected(info: ModelInfo, expect: ModelKind) -> None:
@@ -57,7 +61,7 @@ def _check_expected(info: ModelInfo, expect: ModelKind) -> None:
         )
 
 
-def _describe(path: Path, size: int, header: Header) -> ModelInfo:
+def _describe(path: Path, size: int, header: Header, opener: Opener = open_reader) -> ModelInfo:
     s = header.scalars
     arch_value = s.get("general.architecture")
     split_count = as_int(s.get("split.count")) or 1
@@ -84,7 +88,7 @@ def _describe(path: Path, size: int, header: Header) -> ModelInfo:
     split_paths: tuple[Path, ...] = ()
     total_size = size
     if split_count > 1 and split_index == 0:
-        parts = read_split_parts(path, split_count)
+        parts = read_split_parts(path, split_count, opener)
         split_paths = (path, *(p for p, _, _ in parts))
         for _, part_size, part_header in parts:
             tensors.extend(part_header.tensors)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from engine.catalog.gguf_header import Header, as_int, check_complete, parse_header
-from engine.catalog.gguf_reader import invalid_file, open_reader
+from engine.catalog.gguf_reader import Opener, invalid_file, open_reader
 from engine.errors import InvalidModelFile
 
 _SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
@@ -29,7 +29,7 @@ def split_part_paths(path: Path | str, count: int | None = None) -> tuple[Path, 
     return tuple(path.with_name(f"{stem}-{i:0{width}d}-of-{m['count']}.gguf") for i in range(1, n + 1))
 
 
-def read_split_parts(path: Path, count: int) -> list[tuple[Path, int, Header]]:
+def read_split_parts(path: Path, count: int, opener: Opener = open_reader) -> list[tuple[Path, int, Header]]:
     names = split_part_paths(path, count)
     if not names:
         raise invalid_file(
@@ -39,7 +39,7 @@ def read_split_parts(path: Path, count: int) -> list[tuple[Path, int, Header]]:
     for index, part in enumerate(names[1:], start=1):
         label = f"part {index + 1} of {count} ({part.name})"
         try:
-            with open_reader(part) as reader:
+            with opener(part) as reader:
                 header = parse_header(reader, check_vocab=False)
                 check_complete(reader, header)
         except InvalidModelFile as exc:

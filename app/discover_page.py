@@ -1,0 +1,490 @@
+"""The Discover page: search the Hub, open a repository, see each quantization's plan on
+this machine before downloading it, and follow the downloads (pause, resume, cancel, load).
+
+A thin layer: ``DiscoverController`` does the work on worker threads; the result list is a
+model behind a uniform-height ``QListView``, so 50,000 results cost what one screen does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.discover_controller import DiscoverController, QuantPlan, SummaryRow
+from app.hub_settings import KeyringUnavailable, read_token, save_settings, store_token, with_endpoint
+from app.presenters import fit_summary
+from app.widgets.memory_bar import MemoryBar
+from engine import (
+    DownloadProgress,
+    DownloadState,
+    EngineError,
+    QuantOption,
+    RepoFiles,
+    RepoSummary,
+    Verdict,
+    format_bytes,
+    format_count,
+)
+
+VERDICT_COLORS = {
+    Verdict.FITS: "#2ca02c",
+    Verdict.PARTIAL_OFFLOAD: "#e69500",
+    Verdict.TIGHT: "#e69500",
+    Verdict.DOES_NOT_FIT: "#d62728",
+}
+ERROR_STYLE = "color: #d62728;"
+REPO_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def repo_facts(r: RepoSummary) -> str:
+    parts = [r.author, f"{format_count(r.downloads)} downloads", f"{format_count(r.likes)} likes"]
+    if r.last_modified:
+        parts.append(f"updated {r.last_modified}")
+    parts.append(r.license or "no license given")
+    if r.gated:
+        parts.append("gated")
+    return " · ".join(parts)
+
+
+class RepoListModel(QAbstractListModel):
+    """Search results, appended in batches as plain tuples (``summary_row``); the text of a
+    row is made when it is painted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[SummaryRow] = []
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._rows)
+
+    def data(
+        self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> object:
+        if not index.isValid():
+            return None
+        r = self.row(index.row())
+        if role == Qt.ItemDataRole.DisplayRole:
+            return f"{r.repo_id}\n{repo_facts(r)}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return r.repo_id
+        if role == REPO_ROLE:
+            return r
+        return None
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self._rows = []
+        self.endResetModel()
+
+    def append(self, rows: tuple[SummaryRow, ...]) -> None:
+        if not rows:
+            return
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
+        self._rows.extend(rows)
+        self.endInsertRows()
+
+    def row(self, i: int) -> RepoSummary:
+        return RepoSummary(*self._rows[i])
+
+
+
+class DownloadRow(QFrame):
+    """One download: title, bar, speed and time left, and what can be done with it."""
+
+    def __init__(self, controller: DiscoverController, progress: DownloadProgress,
+                 load: Signal) -> None:  # fmt: skip
+        super().__init__()
+        self.setObjectName(f"download-{progress.key}")
+        self.key = progress.key
+        self.controller = controller
+        self._load = load
+        self.target: Path | None = None
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 2)
+        self.title = QLabel(progress.title)
+        self.title.setMinimumWidth(220)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.detail = QLabel()
+        self.detail.setMinimumWidth(220)
+        self.pause_button = QPushButton("Pause")
+        self.pause_button.setObjectName("pauseDownload")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setObjectName("cancelDownload")
+        self.load_button = QPushButton("Load")
+        self.load_button.setObjectName("loadDownload")
+        self.load_button.setVisible(False)
+        for w in (self.title, self.bar, self.detail, self.pause_button, self.cancel_button, self.load_button):
+            layout.addWidget(w)
+        layout.setStretch(1, 1)
+        self.pause_button.clicked.connect(self._pause_or_resume)
+        self.cancel_button.clicked.connect(lambda: self.controller.cancel(self.key))
+        self.load_button.clicked.connect(lambda: self.target and self._load.emit(self.target))
+        self.state = progress.state
+        self.update_progress(progress)
+
+    def _pause_or_resume(self) -> None:
+        if self.state in (DownloadState.PAUSED, DownloadState.FAILED):
+            self.controller.resume(self.key)
+        else:
+            self.controller.pause(self.key)
+
+    def update_progress(self, p: DownloadProgress) -> None:
+        self.state = p.state
+        self.bar.setValue(int(p.fraction * 1000))
+        text = f"{format_bytes(p.done_bytes)} of {format_bytes(p.total_bytes)}"
+        if p.state is DownloadState.RUNNING:
+            text += f" · {format_bytes(p.speed)}/s"
+            if p.eta_s is not None:
+                s = int(p.eta_s)
+                text += f" · {s // 60}:{s % 60:02d} left"
+        else:
+            text += f" · {p.state.value}"
+        if p.error:
+            text = p.error
+        self.detail.setText(text)
+        self.detail.setToolTip(text)
+        self.detail.setStyleSheet(ERROR_STYLE if p.state is DownloadState.FAILED else "")
+        active = not p.state.finished
+        self.pause_button.setVisible(active or p.state is DownloadState.FAILED)
+        self.pause_button.setText(
+            "Resume" if p.state in (DownloadState.PAUSED, DownloadState.FAILED) else "Pause"
+        )
+        self.cancel_button.setVisible(active or p.state is DownloadState.FAILED)
+        if p.state is DownloadState.DONE and p.target is not None:
+            self.target = Path(p.target)
+            self.load_button.setVisible(True)
+
+
+class HubSettingsDialog(QDialog):
+    """The endpoint (a mirror) and the token (into the system keyring, never a file)."""
+
+    def __init__(self, controller: DiscoverController, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Hugging Face Hub")
+        self.controller = controller
+        form = QFormLayout(self)
+        self.endpoint = QLineEdit(controller.settings.endpoint or "")
+        self.endpoint.setPlaceholderText(controller.access.endpoint)
+        self.token = QLineEdit()
+        self.token.setEchoMode(QLineEdit.EchoMode.Password)
+        self.token.setPlaceholderText("set" if read_token() else "none (needed for gated models)")
+        self.error = QLabel()
+        self.error.setStyleSheet(ERROR_STYLE)
+        self.error.setWordWrap(True)
+        self.forget = QPushButton("Forget the token")
+        self.forget.setObjectName("forgetToken")
+        self.forget.setEnabled(bool(read_token()))
+        self.forget.clicked.connect(self._forget)
+        token_row = QHBoxLayout()
+        token_row.addWidget(self.token, 1)
+        token_row.addWidget(self.forget)
+        form.addRow("Endpoint", self.endpoint)
+        form.addRow("Token", token_row)
+        form.addRow(self.error)
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.save)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    def _forget(self) -> None:
+        try:
+            store_token(None)
+        except KeyringUnavailable as exc:
+            self.error.setText(exc.message)
+            return
+        self.token.clear()
+        self.token.setPlaceholderText("none (needed for gated models)")
+        self.forget.setEnabled(False)
+        self.controller.reconfigure()
+
+    def save(self) -> None:
+        try:
+            save_settings(
+                self.controller.paths, with_endpoint(self.controller.settings, self.endpoint.text())
+            )
+            if self.token.text().strip():
+                store_token(self.token.text())
+        except (EngineError, KeyringUnavailable) as exc:
+            self.error.setText(exc.message)
+            return
+        self.controller.reconfigure()
+        self.accept()
+
+
+class DiscoverPage(QSplitter):
+    """Search at the left; the chosen repository's quantizations and their plans at the
+    right; downloads underneath."""
+
+    load_requested = Signal(object)  # Path of a downloaded model
+
+    def __init__(self, controller: DiscoverController, parent: QWidget | None = None) -> None:
+        super().__init__(Qt.Orientation.Vertical, parent)
+        self.setObjectName("discoverPage")
+        self.controller = controller
+        self._options: list[QuantOption] = []
+        self._rows: dict[str, DownloadRow] = {}
+
+        # -- search column
+        self.search_field = QLineEdit()
+        self.search_field.setObjectName("hubSearch")
+        self.search_field.setPlaceholderText("Search the Hugging Face Hub for GGUF models…")
+        self.search_button = QPushButton("Search")
+        self.settings_button = QPushButton("Hub settings…")
+        self.results_model = RepoListModel()
+        self.results = QListView()
+        self.results.setObjectName("hubResults")
+        self.results.setModel(self.results_model)
+        # Uniform sizes and a batched layout keep an insert O(batch): in the default single
+        # pass, each batch of rows relays out the whole list (60 ms per insert at 45,000 rows).
+        self.results.setUniformItemSizes(True)
+        self.results.setLayoutMode(QListView.LayoutMode.Batched)
+        self.results.setBatchSize(256)
+        self.results.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.search_status = QLabel("Search the Hub: results show name, author, downloads, likes, license.")
+        self.search_status.setObjectName("searchStatus")
+        self.search_status.setWordWrap(True)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        row = QHBoxLayout()
+        row.addWidget(self.search_field, 1)
+        row.addWidget(self.search_button)
+        lv.addLayout(row)
+        lv.addWidget(self.results, 1)
+        lv.addWidget(self.search_status)
+        lv.addWidget(self.settings_button)
+
+        # -- repository details
+        self.repo_title = QLabel("Choose a repository")
+        self.repo_title.setObjectName("repoTitle")
+        font = self.repo_title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        font.setBold(True)
+        self.repo_title.setFont(font)
+        self.repo_facts = QLabel()
+        self.repo_facts.setWordWrap(True)
+        self.quants = QTableWidget(0, 5)
+        self.quants.setObjectName("quantTable")
+        self.quants.setHorizontalHeaderLabels(["Quantization", "Size", "Files", "On this machine", ""])
+        self.quants.verticalHeader().setVisible(False)
+        self.quants.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.quants.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.quants.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        header = self.quants.horizontalHeader()
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        self.memory_bar = MemoryBar()
+        self.plan_detail = QLabel()
+        self.plan_detail.setObjectName("planDetail")
+        self.plan_detail.setWordWrap(True)
+        self.projector_label = QLabel()
+        self.projector_label.setObjectName("projectorLabel")
+        self.projector_button = QPushButton("Download projector")
+        self.projector_button.setObjectName("downloadProjector")
+        self.projector_button.setVisible(False)
+        self.repo_error = QLabel()
+        self.repo_error.setObjectName("repoError")
+        self.repo_error.setStyleSheet(ERROR_STYLE)
+        self.repo_error.setWordWrap(True)
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.addWidget(self.repo_title)
+        rv.addWidget(self.repo_facts)
+        rv.addWidget(self.repo_error)
+        rv.addWidget(self.quants, 1)
+        rv.addWidget(self.memory_bar)
+        rv.addWidget(self.plan_detail)
+        prow = QHBoxLayout()
+        prow.addWidget(self.projector_label, 1)
+        prow.addWidget(self.projector_button)
+        rv.addLayout(prow)
+
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(left)
+        top.addWidget(right)
+        top.setStretchFactor(1, 1)
+        top.setSizes([380, 800])
+
+        # -- downloads
+        self.downloads_box = QWidget()
+        self.downloads_layout = QVBoxLayout(self.downloads_box)
+        self.downloads_layout.setContentsMargins(0, 0, 0, 0)
+        self.downloads_layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.downloads_box)
+        scroll.setObjectName("downloads")
+        bottom = QWidget()
+        bv = QVBoxLayout(bottom)
+        bv.setContentsMargins(6, 0, 6, 6)
+        self.downloads_title = QLabel("Downloads (at most 2 at once)")
+        bv.addWidget(self.downloads_title)
+        bv.addWidget(scroll, 1)
+
+        self.addWidget(top)
+        self.addWidget(bottom)
+        self.setStretchFactor(0, 3)
+        self.setStretchFactor(1, 1)
+
+        self.search_field.returnPressed.connect(self.start_search)
+        self.search_button.clicked.connect(self.start_search)
+        self.settings_button.clicked.connect(lambda: HubSettingsDialog(controller, self).exec())
+        self.results.selectionModel().currentChanged.connect(self._on_result_chosen)
+        self.quants.itemSelectionChanged.connect(self._show_selected_plan)
+        self.projector_button.clicked.connect(self._download_projector)
+        controller.search_started.connect(self._on_search_started)
+        controller.results_appended.connect(self.results_model.append)
+        controller.search_finished.connect(self._on_search_finished)
+        controller.search_failed.connect(self._on_search_failed)
+        controller.repo_loaded.connect(self._on_repo_loaded)
+        controller.repo_failed.connect(self._on_repo_failed)
+        controller.plan_ready.connect(self._on_plan)
+        controller.download_changed.connect(self._on_download)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.controller.warm_up()
+
+    # -- search -----------------------------------------------------------------------------
+
+    def start_search(self) -> None:
+        self.controller.search(self.search_field.text().strip())
+
+    def _on_search_started(self, query: str) -> None:
+        self.results_model.clear()
+        self.search_status.setStyleSheet("")
+        self.search_status.setText(f"Searching for {query!r}…" if query else "Searching…")
+
+    def _on_search_finished(self, count: int) -> None:
+        self.search_status.setText(f"{count:,} GGUF repositories" if count else "No GGUF repositories match.")
+
+    def _on_search_failed(self, message: str) -> None:
+        self.search_status.setStyleSheet(ERROR_STYLE)
+        self.search_status.setText(message)
+
+    def _on_result_chosen(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            self.open_repo(self.results_model.row(current.row()))
+
+    def open_repo(self, summary: RepoSummary | str) -> None:
+        repo_id = summary if isinstance(summary, str) else summary.repo_id
+        self.repo_title.setText(repo_id)
+        self.repo_facts.setText("" if isinstance(summary, str) else repo_facts(summary))
+        self.repo_error.clear()
+        self.quants.setRowCount(0)
+        self._options = []
+        self.memory_bar.set_devices(())
+        self.plan_detail.clear()
+        self.projector_label.clear()
+        self.projector_button.setVisible(False)
+        self.controller.open_repo(repo_id)
+
+    # -- one repository -------------------------------------------------------------------------
+
+    def _on_repo_failed(self, message: str) -> None:
+        self.repo_error.setText(message)
+
+    def _on_repo_loaded(self, listing: RepoFiles) -> None:
+        self._options = list(listing.quants)
+        self.quants.setRowCount(len(self._options))
+        for i, option in enumerate(self._options):
+            parts = f"{len(option.files)} parts" if option.is_split else "1 file"
+            self.quants.setItem(i, 0, QTableWidgetItem(option.label))
+            self.quants.setItem(i, 1, QTableWidgetItem(format_bytes(option.total_size)))
+            self.quants.setItem(i, 2, QTableWidgetItem(parts))
+            self.quants.setItem(i, 3, QTableWidgetItem("reading its header…"))
+            button = QPushButton("Download")
+            button.setObjectName(f"download-{option.label}")
+            button.clicked.connect(lambda _c=False, o=option: self.controller.download(o))
+            self.quants.setCellWidget(i, 4, button)
+        gated = " · gated: needs a token with access" if listing.gated else ""
+        self.repo_facts.setText((self.repo_facts.text() or listing.repo_id) + gated)
+        if listing.projectors:
+            p = listing.projectors[0]
+            self.projector_label.setText(f"Vision projector: {p.name} ({format_bytes(p.size)})")
+            self.projector_button.setVisible(True)
+        if self._options:
+            self.quants.selectRow(0)
+
+    def _on_plan(self, plan: QuantPlan) -> None:
+        for i, option in enumerate(self._options):
+            if option.label != plan.label:
+                continue
+            item = self.quants.item(i, 3)
+            if plan.plan is not None:
+                item.setText(fit_summary(plan.plan))
+                item.setForeground(_color(VERDICT_COLORS[plan.plan.verdict]))
+            else:
+                item.setText(plan.error or "")
+                item.setForeground(_color("#d62728"))
+            item.setToolTip(item.text())
+        self._show_selected_plan()
+
+    def _show_selected_plan(self) -> None:
+        rows = self.quants.selectionModel().selectedRows()
+        if not rows or rows[0].row() >= len(self._options):
+            return
+        option = self._options[rows[0].row()]
+        planned = self.controller.plans.get(option.label)
+        if planned is None or planned.plan is None:
+            self.memory_bar.set_devices(())
+            self.plan_detail.setText(planned.error if planned and planned.error else "")
+            return
+        self.memory_bar.set_devices(planned.plan.memory)
+        read = planned.inspection
+        source = (
+            "from the cached header"
+            if read is None or read.from_cache
+            else f"from its header: {format_bytes(read.bytes_read)} in {read.requests} requests"
+        )
+        self.plan_detail.setText(
+            f"{option.label}: {fit_summary(planned.plan)} — planned {source}, before any download."
+        )
+
+    def _download_projector(self) -> None:
+        listing = self.controller.repo
+        if listing is not None and listing.projectors:
+            self.controller.download(listing.find(listing.projectors[0].path))
+
+    # -- downloads ------------------------------------------------------------------------------
+
+    def _on_download(self, progress: DownloadProgress) -> None:
+        row = self._rows.get(progress.key)
+        if row is None:
+            row = DownloadRow(self.controller, progress, self.load_requested)
+            self._rows[progress.key] = row
+            self.downloads_layout.insertWidget(self.downloads_layout.count() - 1, row)
+        row.update_progress(progress)
+
+    def download_rows(self) -> dict[str, DownloadRow]:
+        return dict(self._rows)
+
+
+def _color(name: str):  # -> QBrush
+    from PySide6.QtGui import QBrush, QColor
+
+    return QBrush(QColor(name))
