@@ -122,12 +122,13 @@ class ModelPanel(QWidget):
         self.ctx_spin.setAccelerated(True)
         self.ctx_hint = QLabel()
         self.ctx_hint.setObjectName("contextHint")
-        self.ctx_hint.setWordWrap(True)
+        # One line: a wrapped label under a field held at its size hint was given one
+        # line's height and drawn over by the next row.
         ctx_field = QWidget()
         ctx_layout = QVBoxLayout(ctx_field)
         ctx_layout.setContentsMargins(0, 0, 0, 0)
         ctx_layout.setSpacing(2)
-        ctx_layout.addWidget(self.ctx_spin)
+        ctx_layout.addWidget(self.ctx_spin, 0, Qt.AlignmentFlag.AlignLeft)
         ctx_layout.addWidget(self.ctx_hint)
         self.parallel_spin = QSpinBox()
         self.parallel_spin.setRange(1, 64)

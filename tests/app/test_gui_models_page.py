@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QFileDialog, QLabel
 
 from app.library_controller import LibraryCounts
@@ -281,6 +281,10 @@ def test_a_context_past_the_maximum_is_lowered_to_it_and_said(
     select(qtbot, window, tiny_model)
     assert panel.ctx_hint.isVisible()
     assert panel.ctx_hint.text() == "Maximum 4,096 (the model's training context)"
+    qtbot.wait(10)  # laid out
+    hint_bottom = panel.ctx_hint.mapTo(panel, QPoint(0, panel.ctx_hint.height())).y()
+    assert panel.ctx_hint.height() >= panel.ctx_hint.sizeHint().height(), "the hint is drawn whole"
+    assert hint_bottom <= panel.parallel_spin.mapTo(panel, QPoint(0, 0)).y(), "and not under the next row"
     panel.ctx_spin.setFocus()
     panel.ctx_spin.lineEdit().selectAll()
     qtbot.keyClicks(panel.ctx_spin, "1000000")
