@@ -38,6 +38,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from engine.chat.json_scan import WS, CallScanner, CallState, Scan, ValueScanner
+
 
 class ToolCallFormat(enum.StrEnum):
     HERMES = "hermes"
@@ -75,9 +77,6 @@ def new_call_id() -> str:
     return "call_" + "".join(secrets.choice(_ALNUM) for _ in range(24))
 
 
-_WS = " \t\r\n"
-_NAME_KEYS = ("name",)
-_ARGS_KEYS = ("arguments", "parameters")
 
 
 def _held_prefix(text: str, tag: str) -> int:
@@ -85,246 +84,6 @@ def _held_prefix(text: str, tag: str) -> int:
         if tag.startswith(text[-k:]):
             return k
     return 0
-
-
-# --------------------------------------------------------------------------- JSON scanning
-
-
-class _Scan(enum.Enum):
-    MORE = "more"  # consumed, the value goes on
-    END_WITH = "end with"  # consumed, and it was the value's last character
-    END_BEFORE = "end before"  # not consumed: the value ended before it (numbers, literals)
-    ERROR = "error"
-
-
-_SCALAR_CHARS = frozenset(string.ascii_letters + string.digits + ".+-")
-
-
-class _ValueScanner:
-    """Where one JSON value ends, fed a character at a time (its syntax is not checked)."""
-
-    __slots__ = ("_depth", "_escape", "_in_string", "kind")
-
-    def __init__(self) -> None:
-        self.kind = ""  # "container", "string", "scalar"; "" before the first character
-        self._depth = 0
-        self._in_string = False
-        self._escape = False
-
-    def push(self, c: str) -> _Scan:
-        if not self.kind:
-            if c in "{[":
-                self.kind, self._depth = "container", 1
-                return _Scan.MORE
-            if c == '"':
-                self.kind, self._in_string = "string", True
-                return _Scan.MORE
-            if c in _SCALAR_CHARS:
-                self.kind = "scalar"
-                return _Scan.MORE
-            return _Scan.ERROR
-        if self._in_string:
-            if self._escape:
-                self._escape = False
-            elif c == "\\":
-                self._escape = True
-            elif c == '"':
-                self._in_string = False
-                if self.kind == "string":
-                    return _Scan.END_WITH
-            return _Scan.MORE
-        if self.kind == "scalar":
-            if c in _SCALAR_CHARS:
-                return _Scan.MORE
-            return _Scan.END_BEFORE if c in _WS or c in ",}]" else _Scan.ERROR
-        if c == '"':
-            self._in_string = True
-        elif c in "{[":
-            self._depth += 1
-        elif c in "}]":
-            self._depth -= 1
-            if self._depth == 0:
-                return _Scan.END_WITH
-        return _Scan.MORE
-
-
-class _Obj(enum.Enum):
-    START = "start"
-    KEY_OR_END = "key or end"
-    KEY = "key"
-    COLON = "colon"
-    VALUE_START = "value start"
-    VALUE = "value"
-    AFTER_VALUE = "after value"
-    DONE = "done"
-    REJECTED = "rejected"  # not a call after all (no name, a name not offered, broken JSON)
-
-
-class _CallScanner:
-    """One call object ``{"name": ..., "arguments": {...}, ...}``, streamed: the name is
-    announced as soon as it is read, argument text as it arrives."""
-
-    def __init__(self, accept_name: Callable[[str], bool]) -> None:
-        self.accept_name = accept_name
-        self.state = _Obj.START
-        self.name: str | None = None
-        self.begun = False
-        self.broken = False  # it ended at a syntax error after its name
-        self.args_fragments = 0  # argument fragments emitted
-        self._key: list[str] = []
-        self._key_escape = False
-        self._current = ""  # the key whose value is being read
-        self._value: _ValueScanner | None = None
-        self._raw: list[str] = []  # the current value's text, when it is not streamed
-        self._args_mode = ""  # "" not seen; "stream": passed on as read; "buffer"; "done"
-        self._buffered_args: str | None = None  # arguments read before the name
-        self._pending: list[str] = []  # argument text read in this feed, not yet emitted
-
-    @property
-    def finished(self) -> bool:
-        return self.state in (_Obj.DONE, _Obj.REJECTED)
-
-    def feed(self, text: str, begin: Callable[[str], None], args: Callable[[str], None]) -> int:
-        """Consume ``text`` up to the end of the object; how many characters were taken."""
-        i = 0
-        n = len(text)
-        while i < n and not self.finished:
-            c = text[i]
-            state = self.state
-            if state is _Obj.VALUE:
-                assert self._value is not None
-                result = self._value.push(c)
-                if result is _Scan.ERROR:
-                    self._break()
-                    continue
-                if result is not _Scan.END_BEFORE:
-                    i += 1
-                    if self._args_mode == "stream" and self._current in _ARGS_KEYS:
-                        self._pending.append(c)
-                    else:
-                        self._raw.append(c)
-                if result is not _Scan.MORE:
-                    self._value_done(begin, args)
-            elif state is _Obj.KEY:
-                i += 1
-                if self._key_escape:
-                    self._key_escape = False
-                    self._key.append(c)
-                elif c == "\\":
-                    self._key_escape = True
-                    self._key.append(c)
-                elif c == '"':
-                    try:
-                        self._current = json.loads('"' + "".join(self._key) + '"')
-                    except ValueError:
-                        self._current = ""
-                    self.state = _Obj.COLON
-                else:
-                    self._key.append(c)
-            elif c in _WS:
-                i += 1
-            elif state is _Obj.START:
-                if c == "{":
-                    self.state = _Obj.KEY_OR_END
-                    i += 1
-                else:
-                    self.state = _Obj.REJECTED
-            elif state is _Obj.KEY_OR_END and c == '"':
-                self.state, self._key, self._key_escape = _Obj.KEY, [], False
-                i += 1
-            elif state in (_Obj.KEY_OR_END, _Obj.AFTER_VALUE) and c == "}":
-                i += 1
-                self._close(begin, args)
-            elif state is _Obj.AFTER_VALUE and c == ",":
-                self.state = _Obj.KEY_OR_END
-                i += 1
-            elif state is _Obj.COLON and c == ":":
-                self.state = _Obj.VALUE_START
-                i += 1
-            elif state is _Obj.VALUE_START:
-                self._value = _ValueScanner()
-                self._raw = []
-                if self._current in _ARGS_KEYS and not self._args_mode:
-                    self._args_mode = "stream" if c == "{" and self.begun else "buffer"
-                self.state = _Obj.VALUE
-            else:
-                self._break()
-        self._flush(args)
-        return i
-
-    def _value_done(self, begin: Callable[[str], None], args: Callable[[str], None]) -> None:
-        self.state = _Obj.AFTER_VALUE
-        key = self._current
-        if key in _NAME_KEYS and self.name is None:
-            try:
-                name = json.loads("".join(self._raw))
-            except ValueError:
-                name = None
-            if not isinstance(name, str) or not name or not self.accept_name(name):
-                self.state = _Obj.REJECTED
-                return
-            self.name = name
-            self.begun = True
-            begin(name)
-            if self._buffered_args is not None:
-                self._emit_args(self._buffered_args, args)
-        elif key in _ARGS_KEYS and self._args_mode == "buffer":
-            text = _arguments_text("".join(self._raw))
-            if self.begun:
-                self._emit_args(text, args)
-            else:
-                self._buffered_args = text
-            self._args_mode = "done"
-        elif key in _ARGS_KEYS and self._args_mode == "stream":
-            self._args_mode = "done"
-
-    def _emit_args(self, text: str, args: Callable[[str], None]) -> None:
-        if text:
-            args(text)
-            self.args_fragments += 1
-
-    def _flush(self, args: Callable[[str], None]) -> None:
-        if self._pending:
-            self._emit_args("".join(self._pending), args)
-            self._pending = []
-
-    def _close(self, begin: Callable[[str], None], args: Callable[[str], None]) -> None:
-        if not self.begun:
-            self.state = _Obj.REJECTED
-            return
-        self._flush(args)
-        if not self.args_fragments:
-            self._emit_args("{}", args)
-        self.state = _Obj.DONE
-
-    def _break(self) -> None:
-        # Before its name a broken object is not a call; after, the call ends where it broke.
-        self.broken = self.begun
-        self.state = _Obj.DONE if self.begun else _Obj.REJECTED
-
-    def finish(self, args: Callable[[str], None]) -> None:
-        """The output ended inside the object: a begun call keeps what it has."""
-        if self.begun:
-            self._flush(args)
-            if not self.args_fragments and self._args_mode != "stream":
-                self._emit_args(self._buffered_args or "{}", args)
-        self.state = _Obj.DONE if self.begun else _Obj.REJECTED
-
-
-def _arguments_text(raw: str) -> str:
-    """Arguments that were not an object literal: a JSON string holding an object's text
-    (some models write that) is unwrapped; anything else that is not an object is ``{}``."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return "{}"
-    if isinstance(value, str):
-        try:
-            inner = json.loads(value)
-        except ValueError:
-            return "{}"
-        return value if isinstance(inner, dict) else "{}"
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else "{}"
 
 
 # --------------------------------------------------------------------------- formats
@@ -367,9 +126,9 @@ class ToolCallParser:
         self._calls = 0
         self._space = ""  # whitespace at the end of the content, held until more content follows
         self._strip_lead = False  # content right after a call starts at its first non-space
-        self._scanner: _CallScanner | None = None
+        self._scanner: CallScanner | None = None
         self._held = ""  # what may be a call, given back as content if it is not one
-        self._value: _ValueScanner | None = None  # MISTRAL's [ARGS] value, GENERIC's reply
+        self._value: ValueScanner | None = None  # MISTRAL's [ARGS] value, GENERIC's reply
         self._fenced = False  # GENERIC: the reply opened a ``` fence
         self._in_list = False  # MISTRAL: inside [TOOL_CALLS] [...]
         self._after_marker = False  # MISTRAL: right after [TOOL_CALLS]
@@ -498,7 +257,7 @@ class ToolCallParser:
 
     def _start_call(self, held: str, strict: bool) -> None:
         names = self.tool_names if strict else None
-        self._scanner = _CallScanner(lambda name: names is None or name in names)
+        self._scanner = CallScanner(lambda name: names is None or name in names)
         self._held = held
         self._phase = _P.CALL
 
@@ -513,7 +272,7 @@ class ToolCallParser:
         held, self._held = self._held, ""
         self._scanner = None
         fmt = self.format
-        if scanner.state is _Obj.REJECTED:  # not a call: its text is content
+        if scanner.state is CallState.REJECTED:  # not a call: its text is content
             self._phase = (
                 _P.CONTENT if fmt in (ToolCallFormat.LLAMA3_JSON, ToolCallFormat.GENERIC) else _P.TEXT
             )
@@ -539,7 +298,7 @@ class ToolCallParser:
                 return True
             return False
         if phase is _P.CLOSE:
-            stripped = self._buffer.lstrip(_WS)
+            stripped = self._buffer.lstrip(WS)
             if not stripped or (_HERMES_CLOSE.startswith(stripped) and stripped != _HERMES_CLOSE):
                 self._buffer = stripped
                 return False
@@ -561,7 +320,7 @@ class ToolCallParser:
     # LLAMA3_JSON -----------------------------------------------------------------------
 
     def _step_llama3(self, phase: _P) -> bool:
-        stripped = self._buffer.lstrip(_WS)
+        stripped = self._buffer.lstrip(WS)
         if not stripped:
             return False  # whitespace: held until it is known what follows
         space = self._buffer[: len(self._buffer) - len(stripped)]
@@ -604,7 +363,7 @@ class ToolCallParser:
         if phase is _P.ARGS:
             return self._step_mistral_args()
         # BETWEEN: after [TOOL_CALLS], or between the calls of its list.
-        stripped = self._buffer.lstrip(_WS)
+        stripped = self._buffer.lstrip(WS)
         if not stripped:
             return False
         self._buffer = stripped
@@ -643,7 +402,7 @@ class ToolCallParser:
         if 0 < end <= _MAX_NAME and tail.startswith(_MISTRAL_ARGS):
             self._begin(buffer[:end])
             self._buffer = tail[len(_MISTRAL_ARGS) :]
-            self._scanner = _CallScanner(lambda _name: True)
+            self._scanner = CallScanner(lambda _name: True)
             self._value = None
             self._phase = _P.ARGS
             return True
@@ -657,20 +416,20 @@ class ToolCallParser:
         scanner = self._scanner
         assert scanner is not None
         if self._value is None:
-            stripped = self._buffer.lstrip(_WS)
+            stripped = self._buffer.lstrip(WS)
             if not stripped:
                 return False
             self._buffer = stripped
-            self._value = _ValueScanner()
+            self._value = ValueScanner()
         taken = 0
         done = False
         for c in self._buffer:
             result = self._value.push(c)
-            if result in (_Scan.ERROR, _Scan.END_BEFORE):
+            if result in (Scan.ERROR, Scan.END_BEFORE):
                 done = True
                 break
             taken += 1
-            if result is _Scan.END_WITH:
+            if result is Scan.END_WITH:
                 done = True
                 break
         if taken:
@@ -691,7 +450,7 @@ class ToolCallParser:
 
     def _step_generic(self, phase: _P) -> bool:
         if phase in (_P.TEXT, _P.START):  # the start of the reply
-            stripped = self._buffer.lstrip(_WS)
+            stripped = self._buffer.lstrip(WS)
             if not stripped:
                 return False
             space = self._buffer[: len(self._buffer) - len(stripped)]
@@ -710,7 +469,7 @@ class ToolCallParser:
             elif stripped[0] in "{[":
                 self._held += space
                 self._buffer = stripped
-                self._value = _ValueScanner()
+                self._value = ValueScanner()
                 self._phase = _P.JSON
                 self._json_mode = True
                 return True
@@ -720,7 +479,7 @@ class ToolCallParser:
         if phase is _P.JSON:
             return self._step_generic_json()
         # CLOSE: after the JSON, a fenced reply's closing fence is not content.
-        stripped = self._buffer.lstrip(_WS)
+        stripped = self._buffer.lstrip(WS)
         if self._fenced:
             if not stripped or (_FENCE.startswith(stripped) and stripped != _FENCE):
                 return False
@@ -741,10 +500,10 @@ class ToolCallParser:
         ended = False
         for c in self._buffer:
             result = self._value.push(c)
-            if result is _Scan.ERROR:
+            if result is Scan.ERROR:
                 break
             taken += 1
-            if result is _Scan.END_WITH:
+            if result is Scan.END_WITH:
                 ended = True
                 break
         self._held += self._buffer[:taken]
@@ -765,7 +524,7 @@ class ToolCallParser:
         return True
 
     def _json_text(self) -> str:
-        text = self._held.lstrip(_WS)
+        text = self._held.lstrip(WS)
         if self._fenced:
             text = text[text.find("\n") + 1 :]
         return text

@@ -254,6 +254,23 @@ class PaintedRects(QObject):
             self.rects.append(event.rect())  # type: ignore[attr-defined]
         return False
 
+    def after_delta(self, qtbot, view: MessageView, message_id: object, chunk: str) -> list[QRect]:
+        """Stream ``chunk`` into the view and return the rects painted for it, having
+        asserted that every pixel that changed (every third column) lies in one of them."""
+        viewport = view.viewport()
+        before = viewport.grab().toImage()
+        self.rects.clear()
+        view.append_delta(message_id, chunk)
+        view._scroll.settle_now()
+        qtbot.wait(20)
+        rects = list(self.rects)
+        after = viewport.grab().toImage()
+        for y in range(after.height()):
+            for x in range(0, after.width(), 3):
+                if before.pixel(x, y) != after.pixel(x, y):
+                    assert any(r.contains(x, y) for r in rects), f"({x}, {y}) changed, not painted"
+        return rects
+
 
 def test_writing_dots_repaint_only_their_line(qtbot, view: MessageView) -> None:
     view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
@@ -277,20 +294,10 @@ def test_a_streamed_update_repaints_only_what_it_changes(qtbot, view: MessageVie
     viewport = view.viewport()
     painted = PaintedRects(viewport)
     for chunk in (" = comp", "ute(x", ", y)"):
-        before = viewport.grab().toImage()
-        painted.rects.clear()
-        view.append_delta("r", chunk)
-        view._scroll.settle_now()
-        qtbot.wait(20)
-        rects = list(painted.rects)
-        after = viewport.grab().toImage()
+        rects = painted.after_delta(qtbot, view, "r", chunk)
         row = view._rows[0]
         tail_top = view.message_rect("r").top() + row.geom.body.y() + row.geom.pieces[-1][0]
         assert rects and all(r.top() >= tail_top for r in rects)  # not the pieces above
-        for y in range(after.height()):
-            for x in range(0, after.width(), 3):
-                if before.pixel(x, y) != after.pixel(x, y):
-                    assert any(r.contains(x, y) for r in rects), f"({x}, {y}) changed, not painted"
     painted.rects.clear()
     view.append_delta("r", "\n    return value\n")
     view._scroll.settle_now()

@@ -1,0 +1,254 @@
+"""Scanning a tool call's JSON as it streams, one character at a time.
+
+``ValueScanner`` says where one JSON value ends (its text may arrive cut anywhere);
+``CallScanner`` reads a ``{"name": ..., "arguments": {...}}`` object, reporting the name as
+soon as it is complete and the arguments as fragments while they are written. Used by
+``ToolCallParser`` (``engine/chat/tool_calls.py``). Pure: no llama.cpp, no Qt.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import string
+from collections.abc import Callable
+
+
+class Scan(enum.Enum):
+    MORE = "more"  # consumed, the value goes on
+    END_WITH = "end with"  # consumed, and it was the value's last character
+    END_BEFORE = "end before"  # not consumed: the value ended before it (numbers, literals)
+    ERROR = "error"
+
+
+WS = " \t\r\n"  # JSON's whitespace
+_NAME_KEYS = ("name",)
+_ARGS_KEYS = ("arguments", "parameters")
+_SCALAR_CHARS = frozenset(string.ascii_letters + string.digits + ".+-")
+
+
+class ValueScanner:
+    """Where one JSON value ends, fed a character at a time (its syntax is not checked)."""
+
+    __slots__ = ("_depth", "_escape", "_in_string", "kind")
+
+    def __init__(self) -> None:
+        self.kind = ""  # "container", "string", "scalar"; "" before the first character
+        self._depth = 0
+        self._in_string = False
+        self._escape = False
+
+    def push(self, c: str) -> Scan:
+        if not self.kind:
+            if c in "{[":
+                self.kind, self._depth = "container", 1
+                return Scan.MORE
+            if c == '"':
+                self.kind, self._in_string = "string", True
+                return Scan.MORE
+            if c in _SCALAR_CHARS:
+                self.kind = "scalar"
+                return Scan.MORE
+            return Scan.ERROR
+        if self._in_string:
+            if self._escape:
+                self._escape = False
+            elif c == "\\":
+                self._escape = True
+            elif c == '"':
+                self._in_string = False
+                if self.kind == "string":
+                    return Scan.END_WITH
+            return Scan.MORE
+        if self.kind == "scalar":
+            if c in _SCALAR_CHARS:
+                return Scan.MORE
+            return Scan.END_BEFORE if c in WS or c in ",}]" else Scan.ERROR
+        if c == '"':
+            self._in_string = True
+        elif c in "{[":
+            self._depth += 1
+        elif c in "}]":
+            self._depth -= 1
+            if self._depth == 0:
+                return Scan.END_WITH
+        return Scan.MORE
+
+
+class CallState(enum.Enum):
+    START = "start"
+    KEY_OR_END = "key or end"
+    KEY = "key"
+    COLON = "colon"
+    VALUE_START = "value start"
+    VALUE = "value"
+    AFTER_VALUE = "after value"
+    DONE = "done"
+    REJECTED = "rejected"  # not a call after all (no name, a name not offered, broken JSON)
+
+
+class CallScanner:
+    """One call object ``{"name": ..., "arguments": {...}, ...}``, streamed: the name is
+    announced as soon as it is read, argument text as it arrives."""
+
+    def __init__(self, accept_name: Callable[[str], bool]) -> None:
+        self.accept_name = accept_name
+        self.state = CallState.START
+        self.name: str | None = None
+        self.begun = False
+        self.broken = False  # it ended at a syntax error after its name
+        self.args_fragments = 0  # argument fragments emitted
+        self._key: list[str] = []
+        self._key_escape = False
+        self._current = ""  # the key whose value is being read
+        self._value: ValueScanner | None = None
+        self._raw: list[str] = []  # the current value's text, when it is not streamed
+        self._args_mode = ""  # "" not seen; "stream": passed on as read; "buffer"; "done"
+        self._buffered_args: str | None = None  # arguments read before the name
+        self._pending: list[str] = []  # argument text read in this feed, not yet emitted
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (CallState.DONE, CallState.REJECTED)
+
+    def feed(self, text: str, begin: Callable[[str], None], args: Callable[[str], None]) -> int:
+        """Consume ``text`` up to the end of the object; how many characters were taken."""
+        i = 0
+        n = len(text)
+        while i < n and not self.finished:
+            c = text[i]
+            state = self.state
+            if state is CallState.VALUE:
+                assert self._value is not None
+                result = self._value.push(c)
+                if result is Scan.ERROR:
+                    self._break()
+                    continue
+                if result is not Scan.END_BEFORE:
+                    i += 1
+                    if self._args_mode == "stream" and self._current in _ARGS_KEYS:
+                        self._pending.append(c)
+                    else:
+                        self._raw.append(c)
+                if result is not Scan.MORE:
+                    self._value_done(begin, args)
+            elif state is CallState.KEY:
+                i += 1
+                if self._key_escape:
+                    self._key_escape = False
+                    self._key.append(c)
+                elif c == "\\":
+                    self._key_escape = True
+                    self._key.append(c)
+                elif c == '"':
+                    try:
+                        self._current = json.loads('"' + "".join(self._key) + '"')
+                    except ValueError:
+                        self._current = ""
+                    self.state = CallState.COLON
+                else:
+                    self._key.append(c)
+            elif c in WS:
+                i += 1
+            elif state is CallState.START:
+                if c == "{":
+                    self.state = CallState.KEY_OR_END
+                    i += 1
+                else:
+                    self.state = CallState.REJECTED
+            elif state is CallState.KEY_OR_END and c == '"':
+                self.state, self._key, self._key_escape = CallState.KEY, [], False
+                i += 1
+            elif state in (CallState.KEY_OR_END, CallState.AFTER_VALUE) and c == "}":
+                i += 1
+                self._close(begin, args)
+            elif state is CallState.AFTER_VALUE and c == ",":
+                self.state = CallState.KEY_OR_END
+                i += 1
+            elif state is CallState.COLON and c == ":":
+                self.state = CallState.VALUE_START
+                i += 1
+            elif state is CallState.VALUE_START:
+                self._value = ValueScanner()
+                self._raw = []
+                if self._current in _ARGS_KEYS and not self._args_mode:
+                    self._args_mode = "stream" if c == "{" and self.begun else "buffer"
+                self.state = CallState.VALUE
+            else:
+                self._break()
+        self._flush(args)
+        return i
+
+    def _value_done(self, begin: Callable[[str], None], args: Callable[[str], None]) -> None:
+        self.state = CallState.AFTER_VALUE
+        key = self._current
+        if key in _NAME_KEYS and self.name is None:
+            try:
+                name = json.loads("".join(self._raw))
+            except ValueError:
+                name = None
+            if not isinstance(name, str) or not name or not self.accept_name(name):
+                self.state = CallState.REJECTED
+                return
+            self.name = name
+            self.begun = True
+            begin(name)
+            if self._buffered_args is not None:
+                self._emit_args(self._buffered_args, args)
+        elif key in _ARGS_KEYS and self._args_mode == "buffer":
+            text = arguments_text("".join(self._raw))
+            if self.begun:
+                self._emit_args(text, args)
+            else:
+                self._buffered_args = text
+            self._args_mode = "done"
+        elif key in _ARGS_KEYS and self._args_mode == "stream":
+            self._args_mode = "done"
+
+    def _emit_args(self, text: str, args: Callable[[str], None]) -> None:
+        if text:
+            args(text)
+            self.args_fragments += 1
+
+    def _flush(self, args: Callable[[str], None]) -> None:
+        if self._pending:
+            self._emit_args("".join(self._pending), args)
+            self._pending = []
+
+    def _close(self, begin: Callable[[str], None], args: Callable[[str], None]) -> None:
+        if not self.begun:
+            self.state = CallState.REJECTED
+            return
+        self._flush(args)
+        if not self.args_fragments:
+            self._emit_args("{}", args)
+        self.state = CallState.DONE
+
+    def _break(self) -> None:
+        # Before its name a broken object is not a call; after, the call ends where it broke.
+        self.broken = self.begun
+        self.state = CallState.DONE if self.begun else CallState.REJECTED
+
+    def finish(self, args: Callable[[str], None]) -> None:
+        """The output ended inside the object: a begun call keeps what it has."""
+        if self.begun:
+            self._flush(args)
+            if not self.args_fragments and self._args_mode != "stream":
+                self._emit_args(self._buffered_args or "{}", args)
+        self.state = CallState.DONE if self.begun else CallState.REJECTED
+
+
+def arguments_text(raw: str) -> str:
+    """Arguments that were not an object literal: a JSON string holding an object's text
+    (some models write that) is unwrapped; anything else that is not an object is ``{}``."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return "{}"
+    if isinstance(value, str):
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            return "{}"
+        return value if isinstance(inner, dict) else "{}"
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else "{}"
