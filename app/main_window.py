@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat import Composer, ConversationList, MessageView, SamplingPanel
+from app.chat.lexer_warmup import warm_lexers_when_idle
 from app.chat_controller import ChatController
 from app.chats_page import ChatsPage
 from app.context_fix import context_fix
@@ -316,6 +317,7 @@ class MainWindow(QMainWindow):
         self.show_page(Page(page) if page in {p.value for p in Page} else Page.CHATS)
         self.server_panel.set_port(self.local_server.port)
         self.local_server.restore()
+        warm_lexers_when_idle(self)  # the first reply with code does not pay for them
 
     def closeEvent(self, event: QCloseEvent) -> None:
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)

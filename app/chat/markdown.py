@@ -13,6 +13,7 @@ link that the view turns into "copy this block to the clipboard".
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import re
@@ -34,6 +35,10 @@ COPY_SCHEME = "copy"
 
 # Highlighting a huge block costs more than it helps (and the block is still shown, plain).
 MAX_HIGHLIGHT_CHARS = 60_000
+# Lexers built while the window is idle after it starts: a lexer's first use compiles its
+# rules (~0.1 s for Python), which would otherwise land in the middle of the first reply
+# with code, on the thread that competes with decode.
+WARM_LANGUAGES = ("python", "bash", "javascript", "json")
 HIGHLIGHT_CACHE_SIZE = 256
 
 
@@ -373,3 +378,9 @@ def default_stylesheet(style: MarkdownStyle) -> str:
         f"a {{ color: {style.link}; }}"
         f"pre, code {{ font-family: {style.monospace_family}; }}"
     )
+
+
+def warm_lexer(language: str) -> None:
+    """Compile ``language``'s lexer rules now (Pygments keeps them on the class, process-wide)."""
+    with contextlib.suppress(ClassNotFound):
+        get_lexer_by_name(language)

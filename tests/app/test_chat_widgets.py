@@ -1006,3 +1006,18 @@ def test_demo_paints_in_light_and_dark(qtbot, dark: bool) -> None:
     assert not image.isNull()
     background = image.pixelColor(image.width() // 2, 20)
     assert (background.lightness() < 128) == dark  # palette-following, no fixed white
+
+
+def test_lexers_are_compiled_ahead_when_the_window_is_idle(qtbot) -> None:
+    from pygments.lexers.python import PythonLexer
+
+    from app.chat.lexer_warmup import warm_lexers_when_idle
+    from app.chat.markdown import warm_lexer
+
+    if "_tokens" in PythonLexer.__dict__:
+        del PythonLexer._tokens  # as in a fresh process: compiled on first use
+    owner = QObject()
+    warm_lexers_when_idle(owner, ("python", "no-such-language"), delay_ms=10)
+    assert "_tokens" not in PythonLexer.__dict__  # nothing before the delay
+    qtbot.waitUntil(lambda: "_tokens" in PythonLexer.__dict__, timeout=3000)
+    warm_lexer("no-such-language")  # an unknown name is not an error

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from app.dashboard import DashboardView, MetricsHistory, SeriesTable, compare_memory, kv_rows
 from app.dashboard import metrics as m
 from app.dashboard.plots import MIN_LABEL_GAP_PX, SPANS_S, TimeAxis, ago, nice_ceiling, visible_span
-from app.dashboard.view import MIN_WIDTH, PREFERRED_WIDTH
+from app.dashboard.view import BUSY_INTERVAL_MS, MIN_WIDTH, PREFERRED_WIDTH
 from engine.hardware import GpuInfo, GpuSample, HardwareSnapshot, Telemetry, TelemetrySample
 from engine.llama_log import ReportedMemory
 from engine.requests import ChatRequest, EngineStats, SequenceStats, SlotState
@@ -414,6 +414,27 @@ def test_stats_are_requested_one_at_a_time_and_handled_on_the_gui_thread(qtbot, 
     view.set_model(None)
     assert all(f.cancelled() for f in model.outstanding)  # the unanswered request is withdrawn
     assert view.kv_panel.rows == ()
+
+
+def test_sampling_slows_to_once_a_second_while_the_model_serves(qtbot) -> None:
+    v = DashboardView(FakeTelemetry(), interval_ms=250)
+    qtbot.addWidget(v)
+    model = FakeModel(stats(active=1))
+    v.set_model(model)
+    assert v.interval_ms == 250 and not v.is_busy
+    v.record_stats(stats(active=1))
+    assert v.is_busy and v.interval_ms == BUSY_INTERVAL_MS == 1000  # decode keeps the CPU
+    v.record_stats(stats(queued=1))
+    assert v.interval_ms == BUSY_INTERVAL_MS  # waiting requests count as busy too
+    v.record_stats(stats())
+    assert not v.is_busy and v.interval_ms == 250  # idle again: four samples a second
+    v.record_stats(stats(active=2))
+    v.set_model(None)  # a new model starts idle
+    assert v.interval_ms == 250
+    v.set_interval(50)  # one interval for both, as the GUI tests use
+    v.record_stats(stats(active=1))
+    assert v.interval_ms == 50
+    v.shutdown()
 
 
 def test_speculation_plot_appears_with_drafts(qtbot, view: DashboardView) -> None:
