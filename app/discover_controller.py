@@ -24,11 +24,13 @@ from engine import (
     HubClient,
     LoadPlan,
     LoadRequest,
+    ModelInfo,
     QuantOption,
     RemoteInspection,
     RepoFiles,
     RepoSummary,
     inspect_remote,
+    inspect_remote_projector,
     plan_load,
     take_snapshot,
 )
@@ -56,6 +58,7 @@ class QuantPlan:
     plan: LoadPlan | None
     inspection: RemoteInspection | None
     error: str | None
+    projector: str | None = None  # the vision projector whose memory the plan counts
 
 
 class DiscoverController(QObject):
@@ -186,19 +189,32 @@ class DiscoverController(QObject):
                 return
             self._repo.emit(gen, listing, None)
             hardware = self._hardware or take_snapshot()
+            projector = self._projector(access, listing)
             for option in listing.quants:
                 if gen != self._repo_gen or self._shut_down:
                     return
-                self._plan.emit(gen, self._plan_one(access, listing, option, hardware))
+                self._plan.emit(gen, self._plan_one(access, listing, option, hardware, projector))
 
         self._pool.submit(job)
 
+    def _projector(self, access: HubAccess, listing: RepoFiles) -> ModelInfo | None:
+        """The projector the page offers (``listing.projectors[0]``), read once per repository:
+        a model that comes with one is planned with it, as a local model paired with one is.
+        One that cannot be read leaves the plans text-only."""
+        if not listing.projectors:
+            return None
+        try:
+            return inspect_remote_projector(access, listing, listing.projectors[0], self.cache).info
+        except EngineError:
+            return None
+
     def _plan_one(self, access: HubAccess, listing: RepoFiles, option: QuantOption,
-                  hardware: HardwareSnapshot) -> QuantPlan:  # fmt: skip
+                  hardware: HardwareSnapshot, projector: ModelInfo | None = None) -> QuantPlan:  # fmt: skip
         try:
             inspection = inspect_remote(access, listing, option, self.cache)
-            plan = plan_load(inspection.info, hardware, LoadRequest())
-            return QuantPlan(listing.repo_id, option.label, plan, inspection, None)
+            plan = plan_load(inspection.info, hardware, LoadRequest(projector=projector))
+            name = listing.projectors[0].name if projector is not None else None
+            return QuantPlan(listing.repo_id, option.label, plan, inspection, None, name)
         except EngineError as exc:
             return QuantPlan(listing.repo_id, option.label, None, None, exc.message)
 

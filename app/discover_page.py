@@ -461,8 +461,9 @@ class DiscoverPage(QSplitter):
             if read is None or read.from_cache
             else f"from its header: {format_bytes(read.bytes_read)} in {read.requests} requests"
         )
+        vision = f", with the vision projector {planned.projector}" if planned.projector else ""
         self.plan_detail.setText(
-            f"{option.label}: {fit_summary(planned.plan)} — planned {source}, before any download."
+            f"{option.label}{vision}: {fit_summary(planned.plan)} — planned {source}, before any download."
         )
 
     def _download_projector(self) -> None:

@@ -142,6 +142,7 @@ _EXPORTS = {
     "HeaderCache": "engine.hub",
     "RemoteInspection": "engine.hub",
     "inspect_remote": "engine.hub",
+    "inspect_remote_projector": "engine.hub",
     "parse_hub_ref": "engine.hub",
     "resolve_endpoint": "engine.hub",
     "Downloader": "engine.hub",

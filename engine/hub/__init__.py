@@ -8,8 +8,8 @@ hf://`` are thin layers over these names.
 - ``files``: ``HubFile``, ``RepoSummary``, ``QuantOption``, ``RepoFiles``; grouping split
   parts and projectors; ``safe_target`` (no name escapes the models folder).
 - ``client``: ``HubClient.search`` / ``repo_files`` through ``huggingface_hub.HfApi``.
-- ``remote_header``: ``inspect_remote`` (the catalog's reader over range requests, capped),
-  ``HeaderCache``.
+- ``remote_header``: ``inspect_remote`` and ``inspect_remote_projector`` (the catalog's reader
+  over range requests, capped), ``HeaderCache``.
 - ``download``: ``Downloader`` (``.part`` files, resume, SHA-256, space check, atomic rename),
   ``DownloadSpec``, ``DownloadProgress``, ``DownloadState``, ``DownloadControl``.
 - ``manager``: ``DownloadManager`` (at most 2 at once, pause/resume/cancel, restore).
@@ -30,7 +30,7 @@ from engine.hub.download import (
 from engine.hub.files import HubFile, QuantOption, RepoFiles, RepoSummary, group_files, safe_target
 from engine.hub.hf_uri import HubRef, parse_hub_ref
 from engine.hub.manager import DEFAULT_PARALLEL, DownloadManager
-from engine.hub.remote_header import HeaderCache, RemoteInspection, inspect_remote
+from engine.hub.remote_header import HeaderCache, RemoteInspection, inspect_remote, inspect_remote_projector
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -52,6 +52,7 @@ __all__ = [
     "RepoSummary",
     "group_files",
     "inspect_remote",
+    "inspect_remote_projector",
     "parse_hub_ref",
     "resolve_endpoint",
     "safe_target",

@@ -16,12 +16,12 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from engine.catalog import ModelInfo, inspect_model
+from engine.catalog import ModelInfo, inspect_model, inspect_projector
 from engine.catalog.gguf_reader import Reader, invalid_file
 from engine.errors import HubNotFound, HubProtocolError
 from engine.hub.access import HubAccess, hub_errors, status_error
@@ -236,12 +236,35 @@ def inspect_remote(
     session: Any = None,
 ) -> RemoteInspection:
     """``inspect_model`` of a quantization on the Hub, every part's header read by range."""
+    return _inspect(access, listing, option.files, inspect_model, cache, session)
+
+
+def inspect_remote_projector(
+    access: HubAccess,
+    listing: RepoFiles,
+    projector: HubFile,
+    cache: HeaderCache | None = None,
+    session: Any = None,
+) -> RemoteInspection:
+    """``inspect_projector`` of a vision projector (mmproj) on the Hub, read by range: its
+    memory belongs in the plan of every quantization it pairs with."""
+    return _inspect(access, listing, (projector,), inspect_projector, cache, session)
+
+
+def _inspect(
+    access: HubAccess,
+    listing: RepoFiles,
+    files: tuple[HubFile, ...],
+    inspect: Callable[..., ModelInfo],
+    cache: HeaderCache | None,
+    session: Any,
+) -> RemoteInspection:
     from huggingface_hub import get_session
 
     session = session or get_session()
     cache = cache or HeaderCache(None)
     stats = FetchStats()
-    by_path = {remote_path(listing.repo_id, f.path): f for f in option.files}
+    by_path = {remote_path(listing.repo_id, f.path): f for f in files}
     opened: list[tuple[HubFile, RemoteBytes]] = []
     headers = access.headers()
 
@@ -258,8 +281,7 @@ def inspect_remote(
         finally:
             fh.close()
 
-    first = remote_path(listing.repo_id, option.first.path)
-    info = inspect_model(first, opener=opener)
+    info = inspect(remote_path(listing.repo_id, files[0].path), opener=opener)
     for f, fh in opened:
         cache.put(cache_key(listing, f), bytes(fh.data))
     return RemoteInspection(info, stats.requests, stats.bytes, from_cache=stats.requests == 0)

@@ -73,6 +73,9 @@ def test_search_then_the_plan_of_each_quantization_before_download(qtbot, discov
     assert _verdicts(discover) == ["fits in RAM (CPU)", "fits in RAM (CPU)"]
     assert page.memory_bar.devices() and page.memory_bar.devices()[0].device == "CPU"
     assert "before any download" in page.plan_detail.text()
+    # The repository's projector is planned with every quantization, as a local pairing is.
+    assert "with the vision projector mmproj-tiny-llama-F16.gguf" in page.plan_detail.text()
+    assert all(sum(m.projector for m in p.plan.memory) > 0 for p in discover.discover.plans.values())
     assert "mmproj-tiny-llama-F16.gguf" in page.projector_label.text() and page.projector_button.isVisible()
     # Planning read headers only: nothing of any model was downloaded.
     assert not list(discover.paths.models_dir.rglob("*.gguf"))

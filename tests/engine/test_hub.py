@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog import InvalidModelFile, inspect_model
+from engine.catalog import InvalidModelFile, inspect_model, inspect_projector
 from engine.errors import (
     HubAccessDenied,
     HubNotFound,
@@ -20,7 +20,15 @@ from engine.errors import (
     UnsafeFileName,
 )
 from engine.hardware import described_machine
-from engine.hub import HeaderCache, HubAccess, HubClient, inspect_remote, parse_hub_ref, safe_target
+from engine.hub import (
+    HeaderCache,
+    HubAccess,
+    HubClient,
+    inspect_remote,
+    inspect_remote_projector,
+    parse_hub_ref,
+    safe_target,
+)
 from engine.hub.files import HubFile, group_files, quant_label
 from engine.hub.remote_header import MAX_REMOTE_HEADER_BYTES
 from engine.planner import LoadRequest, plan_load
@@ -184,6 +192,25 @@ def test_a_remote_plan_is_the_local_plan_within_three_requests_and_one_mib(
     request = LoadRequest(context_per_conversation=2048, parallel=2)
     a, b = plan_load(remote.info, machine, request), plan_load(local, machine, request)
     assert (a.verdict, a.memory, a.params) == (b.verdict, b.memory, b.params)
+
+
+def test_a_remote_projector_is_planned_as_the_local_one(
+    fake_hub: FakeHub, hub_access: HubAccess, hub_files: dict[str, Path]
+) -> None:
+    listing = HubClient(hub_access).repo_files(TINY_REPO)
+    (projector,) = listing.projectors
+    fake_hub.clear_log()
+    remote = inspect_remote_projector(hub_access, listing, projector)
+    assert remote.requests <= 3 and remote.bytes_read <= MIB
+    local = inspect_projector(hub_files["proj"])
+    _same_info(remote.info, local)
+    model = inspect_model(hub_files["q8"])
+    machine = described_machine(ram_available=12 << 30, name="Test CPU")
+    a = plan_load(model, machine, LoadRequest(projector=remote.info))
+    b = plan_load(model, machine, LoadRequest(projector=local))
+    assert a.memory == b.memory and sum(m.projector for m in a.memory) > 0
+    with pytest.raises(InvalidModelFile, match="language model, not a vision projector"):
+        inspect_remote_projector(hub_access, listing, listing.find("Q8_0").first)
 
 
 def test_header_reads_are_cached(tmp_path: Path, fake_hub: FakeHub, hub_access: HubAccess) -> None:
