@@ -277,7 +277,13 @@ class DiscoverController(QObject):
 
 
 def _warm_up() -> None:
+    import datetime
+
     from huggingface_hub import HfApi, get_session
 
     del HfApi
     get_session()
+    # What the first search would import on its worker while results stream in (the
+    # Hub's dates, its URLs' host names), holding the GIL from the GUI thread.
+    datetime.datetime.strptime("2024-01-01T00:00:00", "%Y-%m-%dT%H:%M:%S")
+    "huggingface.co".encode("idna")

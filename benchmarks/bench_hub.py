@@ -11,7 +11,8 @@
   alternating, median of 5. Target: Hearth at least 90% of curl's throughput.
 - ``gui_search_50000``: a search of 50,000 results filling the Discover tab's list while
   a 5 ms timer measures how long the GUI thread is ever kept from running, then a scroll
-  through the list. Target: no stall of 50 ms or more.
+  through the list and 50 scrolls to its end (the list takes its rows a page at a time as
+  it is scrolled there). Target: no stall of 50 ms or more.
 
 Run: ``.venv/bin/python -m benchmarks.bench_hub`` (writes ``benchmarks/results/hub.json``).
 """
@@ -215,8 +216,13 @@ def _gui_search(url: str, root: Path, results: int) -> dict[str, object]:
     fill_s = time.perf_counter() - t
     fill_gaps = list(gaps)
     bar = page.results.verticalScrollBar()
-    for i in range(50):
+    for i in range(50):  # through the list, then 50 times to its end (each takes a page more)
         bar.setValue(bar.maximum() * i // 49)
+        end = time.perf_counter() + 0.01
+        while time.perf_counter() < end:
+            app.processEvents()
+    for _ in range(50):
+        bar.setValue(bar.maximum())
         end = time.perf_counter() + 0.01
         while time.perf_counter() < end:
             app.processEvents()
@@ -225,7 +231,8 @@ def _gui_search(url: str, root: Path, results: int) -> dict[str, object]:
     page.close()
     ordered = sorted(gaps)
     return {
-        "results": page.results_model.rowCount(),
+        "results": page.results_model.total,
+        "rows_shown_after_scrolling": page.results_model.rowCount(),
         "fill_s": round(fill_s, 2),
         "max_stall_ms": max(gaps),
         "max_stall_filling_ms": max(fill_gaps, default=0),
