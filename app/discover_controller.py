@@ -123,6 +123,7 @@ class DiscoverController(QObject):
         self.settings = load_settings(self.paths)
         self.access = hub_access(self.paths, self.settings)
         self.manager.downloader.access = self.access
+        self.manager.set_max_parallel(self.settings.max_parallel)
 
     def restore_downloads(self) -> None:
         """Downloads an earlier run left unfinished, listed as paused."""

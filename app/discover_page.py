@@ -6,6 +6,7 @@ model behind a uniform-height ``QListView``, so 50,000 results cost what one scr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QScrollArea,
+    QSpinBox,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -32,7 +34,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.discover_controller import DiscoverController, QuantPlan, SummaryRow
-from app.hub_settings import KeyringUnavailable, read_token, save_settings, store_token, with_endpoint
+from app.hub_settings import (
+    MAX_PARALLEL_DOWNLOADS,
+    KeyringUnavailable,
+    read_token,
+    save_settings,
+    store_token,
+    with_endpoint,
+)
 from app.presenters import fit_summary
 from app.widgets.memory_bar import MemoryBar
 from engine import (
@@ -204,7 +213,8 @@ class DownloadRow(QFrame):
 
 
 class HubSettingsDialog(QDialog):
-    """The endpoint (a mirror) and the token (into the system keyring, never a file)."""
+    """The endpoint (a mirror), the token (into the system keyring, never a file) and how
+    many downloads run at once."""
 
     def __init__(self, controller: DiscoverController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -226,8 +236,14 @@ class HubSettingsDialog(QDialog):
         token_row = QHBoxLayout()
         token_row.addWidget(self.token, 1)
         token_row.addWidget(self.forget)
+        self.parallel = QSpinBox()
+        self.parallel.setObjectName("downloadsAtOnce")
+        self.parallel.setRange(1, MAX_PARALLEL_DOWNLOADS)
+        self.parallel.setValue(controller.settings.max_parallel)
+        self.parallel.setToolTip("More at once share the same connection; the rest wait in the queue.")
         form.addRow("Endpoint", self.endpoint)
         form.addRow("Token", token_row)
+        form.addRow("Downloads at once", self.parallel)
         form.addRow(self.error)
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
@@ -249,9 +265,8 @@ class HubSettingsDialog(QDialog):
 
     def save(self) -> None:
         try:
-            save_settings(
-                self.controller.paths, with_endpoint(self.controller.settings, self.endpoint.text())
-            )
+            settings = with_endpoint(self.controller.settings, self.endpoint.text())
+            save_settings(self.controller.paths, replace(settings, max_parallel=self.parallel.value()))
             if self.token.text().strip():
                 store_token(self.token.text())
         except (EngineError, KeyringUnavailable) as exc:

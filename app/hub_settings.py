@@ -12,6 +12,7 @@ from pathlib import Path
 from app.paths import AppPaths
 from engine import DEFAULT_PARALLEL, EngineError, HubAccess, resolve_endpoint
 
+MAX_PARALLEL_DOWNLOADS = 8  # the most the settings offer (and accept from settings.json)
 KEYRING_SERVICE = "Hearth"
 KEYRING_USER = "huggingface-token"
 
@@ -29,7 +30,7 @@ class HubSettings:
 def load_settings(paths: AppPaths) -> HubSettings:
     try:
         data = json.loads(paths.settings_file.read_text()).get("hub", {})
-        parallel = int(data.get("max_parallel", DEFAULT_PARALLEL))
+        parallel = min(MAX_PARALLEL_DOWNLOADS, max(1, int(data.get("max_parallel", DEFAULT_PARALLEL))))
         return HubSettings(endpoint=data.get("endpoint") or None, max_parallel=parallel)
     except (OSError, ValueError, AttributeError, TypeError):
         return HubSettings()

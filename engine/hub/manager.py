@@ -30,11 +30,22 @@ class DownloadManager:
                  max_parallel: int = DEFAULT_PARALLEL) -> None:  # fmt: skip
         self.downloader = downloader
         self.listener = listener or (lambda _p: None)
-        self._slots = threading.Semaphore(max(1, max_parallel))
         self._lock = threading.Lock()
+        self._slot_freed = threading.Condition(self._lock)
+        self._limit = max(1, max_parallel)
         self._jobs: dict[str, _Job] = {}
         self._running = 0
         self.max_running_seen = 0  # for tests and the benchmark: the limit held
+
+    @property
+    def max_parallel(self) -> int:
+        return self._limit
+
+    def set_max_parallel(self, limit: int) -> None:
+        """From now on at most ``limit`` run; those running beyond it finish, queued ones wait."""
+        with self._lock:
+            self._limit = max(1, limit)
+            self._slot_freed.notify_all()
 
     def jobs(self) -> tuple[DownloadProgress, ...]:
         with self._lock:
@@ -129,17 +140,12 @@ class DownloadManager:
         self.listener(progress)
 
     def _work(self, job: _Job) -> None:
-        # Queued until a slot frees; a pause or cancel while queued must not wait for one.
-        while not self._slots.acquire(timeout=0.05):
-            if job.control.stop_requested:
-                state = DownloadState.CANCELLED if job.control.cancel.is_set() else DownloadState.PAUSED
-                if state is DownloadState.CANCELLED:
-                    self.downloader.discard(job.spec)
-                self._update(job, replace(job.progress, state=state))
-                return
-        with self._lock:
-            self._running += 1
-            self.max_running_seen = max(self.max_running_seen, self._running)
+        if not self._take_slot(job):
+            state = DownloadState.CANCELLED if job.control.cancel.is_set() else DownloadState.PAUSED
+            if state is DownloadState.CANCELLED:
+                self.downloader.discard(job.spec)
+            self._update(job, replace(job.progress, state=state))
+            return
         try:
             final = self.downloader.run(job.spec, job.control, lambda p: self._update(job, p))
             self._update(job, final)
@@ -150,4 +156,16 @@ class DownloadManager:
         finally:
             with self._lock:
                 self._running -= 1
-            self._slots.release()
+                self._slot_freed.notify_all()
+
+    def _take_slot(self, job: _Job) -> bool:
+        """Wait until fewer than the limit run; False when the job was paused or cancelled
+        while it waited (a pause or cancel of a queued download must not wait for a slot)."""
+        with self._lock:
+            while self._running >= self._limit:
+                if job.control.stop_requested:
+                    return False
+                self._slot_freed.wait(timeout=0.05)
+            self._running += 1
+            self.max_running_seen = max(self.max_running_seen, self._running)
+            return True

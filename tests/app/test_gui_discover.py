@@ -278,6 +278,26 @@ def test_hub_settings_keep_the_token_in_the_keyring(qtbot, discover: MainWindow,
     assert "not an http(s) URL" in bad.error.text()
 
 
+def test_how_many_downloads_run_at_once_is_a_setting(qtbot, discover: MainWindow) -> None:
+    import json
+
+    from app.discover_page import HubSettingsDialog
+
+    assert discover.discover.manager.max_parallel == 2  # the default
+    dialog = HubSettingsDialog(discover.discover)
+    qtbot.addWidget(dialog)
+    assert dialog.parallel.value() == 2 and dialog.parallel.maximum() == 8
+    dialog.parallel.setValue(3)
+    dialog.save()
+    assert discover.discover.manager.max_parallel == 3  # applies at once
+    assert json.loads(discover.paths.settings_file.read_text())["hub"]["max_parallel"] == 3
+    settings = json.loads(discover.paths.settings_file.read_text())
+    settings["hub"]["max_parallel"] = 500  # a hand-edited file is held to the range
+    discover.paths.settings_file.write_text(json.dumps(settings))
+    discover.discover.reconfigure()
+    assert discover.discover.manager.max_parallel == 8
+
+
 def test_the_result_list_takes_its_rows_a_page_at_a_time(qtbot) -> None:
     from app.discover_page import RepoListModel
 

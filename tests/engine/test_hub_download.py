@@ -291,6 +291,27 @@ def test_at_most_two_downloads_run_at_once(tmp_path: Path, fake_hub: FakeHub, hu
     assert all(s.count(DownloadState.RUNNING) <= 2 for s in states)
 
 
+def test_a_raised_limit_starts_queued_downloads_at_once(tmp_path: Path, fake_hub: FakeHub,
+                                                      hub_access: HubAccess) -> None:  # fmt: skip
+    fake_hub.faults.trickle_bytes_per_s = 200_000
+    manager = DownloadManager(_downloader(hub_access, tmp_path), max_parallel=1)
+    listing = HubClient(hub_access).repo_files(TINY_REPO)
+    keys = [manager.enqueue(DownloadSpec.of(TINY_REPO, listing.commit, q)) for q in listing.quants]
+    deadline = time.monotonic() + 10
+    def states() -> list[DownloadState]:
+        return [p.state for k in keys if (p := manager.progress(k)) is not None]
+
+    while time.monotonic() < deadline and DownloadState.RUNNING not in states():
+        time.sleep(0.01)
+    assert manager.max_running_seen == 1
+    assert states().count(DownloadState.QUEUED) == len(keys) - 1
+    manager.set_max_parallel(len(keys))
+    while time.monotonic() < deadline and manager.max_running_seen < len(keys):
+        time.sleep(0.01)
+    assert manager.max_running_seen == len(keys)  # the queued one started without waiting
+    manager.shutdown()
+
+
 def test_unfinished_downloads_come_back_after_a_restart(tmp_path: Path, fake_hub: FakeHub,
                                                         hub_access: HubAccess) -> None:  # fmt: skip
     fake_hub.faults.trickle_bytes_per_s = 100_000
