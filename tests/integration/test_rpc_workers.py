@@ -272,3 +272,40 @@ def test_a_worker_whose_port_is_taken_says_so_and_exits(workers: list[Worker]) -
     )
     assert done.returncode == 1
     assert "could not serve" in done.stdout and "Failed to create server socket" in done.stderr
+
+
+def test_the_window_session_drops_a_model_whose_worker_died_and_loads_the_next(qtbot) -> None:
+    """What the window sees (app/model_session.py), in this very process: the RPC client
+    runs in the model's child, so a lost worker cannot take the test run with it."""
+    from app.model_session import ModelSession, SessionState
+    from engine import WorkerUnavailable
+
+    a, b = start_worker(), start_worker()
+    session = ModelSession()
+    failures: list = []
+    session.load_failed.connect(failures.append)
+    try:
+        session.load(split_plan([a.endpoint, b.endpoint]))
+        qtbot.waitUntil(lambda: session.state is SessionState.READY, timeout=TIMEOUT * 1000)
+        model = session.model
+        assert model is not None
+        deltas: list[str] = []
+        handle = model.submit(
+            ChatRequest(prompt="Once upon a time", sampling=GREEDY, max_tokens=4000, ignore_eos=True),
+            connect=lambda h: h.delta.connect(deltas.append),
+        )
+        qtbot.waitUntil(lambda: bool(deltas), timeout=TIMEOUT * 1000)
+        b.process.kill()
+        qtbot.waitUntil(lambda: session.state is SessionState.FAILED, timeout=15_000)
+        assert session.model is None and len(failures) == 1 and isinstance(failures[0], WorkerUnavailable)
+        assert isinstance(handle.error, WorkerUnavailable) and "".join(deltas)  # what streamed stays
+        assert model.lost_worker and model.state.name == "UNLOADED"
+        session.load(plan_for(GEMMA, ctx=512, parallel=1))
+        qtbot.waitUntil(lambda: session.state is SessionState.READY, timeout=TIMEOUT * 1000)
+        assert session.model is not None
+        request = ChatRequest(prompt="The capital of France is", sampling=GREEDY, max_tokens=8)
+        assert session.model.submit(request).wait(TIMEOUT).text
+    finally:
+        session.unload()
+        a.stop()
+        b.process.kill()
