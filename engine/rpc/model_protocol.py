@@ -27,6 +27,7 @@ from engine.planner import LoadPhase, LoadPlan
 from engine.requests import ChatRequest, Event
 from engine.speculative import SpeculationConfig
 
+
 # ModelInfo keeps its metadata read-only in MappingProxyType, which pickle refuses: a
 # plan sent to the child carries it as a dict and gets it back read-only.
 def _read_only(items: dict) -> MappingProxyType:
