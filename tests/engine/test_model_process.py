@@ -239,3 +239,45 @@ def test_a_load_failure_in_the_child_comes_back_as_load_failed(make_tiny_model) 
     assert process.state is ExecutorState.FAILED and len(seen["failed"]) == 1
     assert not seen["lost"] and not seen["unloaded"]
     assert process._process is not None and process._process.returncode == 0
+
+
+PARENT = """
+import sys, time
+from pathlib import Path
+from engine.rpc.model_process import ModelProcess
+from tests.conftest import plan_for
+model = ModelProcess(plan_for(Path(sys.argv[1]), ctx=256, parallel=1))
+model.start()
+model.wait_ready(60)
+print(model.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_child_whose_parent_died_unloads_and_exits(tiny_model: Path) -> None:
+    """No orphan keeps a model (and its workers) after the app was killed: the child sees
+    its socket close and unloads."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(tiny_model)], cwd=repo, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        assert psutil.pid_exists(pid)
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.1)
+        else:
+            psutil.Process(pid).kill()
+            raise AssertionError("the orphaned child kept running")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
