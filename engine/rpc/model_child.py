@@ -10,6 +10,7 @@ its connections to the other workers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -74,11 +75,27 @@ class Link:
             self._conn.send(message)
         except (OSError, ValueError):
             pass  # the parent is gone: the command thread sees EOF and unloads
+        except Exception as exc:  # a value pickle refuses: nothing was written yet
+            log.exception("could not send %s to the parent", type(message).__name__)
+            if (fallback := _unpicklable(message, exc)) is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.send(fallback)
         finally:
             self._lock.release()
 
     def recv(self) -> ToChild:
         return self._conn.recv()
+
+
+def _unpicklable(message: ToParent, exc: Exception) -> ToParent | None:
+    """What the parent gets instead of a message that could not be pickled, so that the
+    request or the question it answers still ends (one line, not a hang)."""
+    error = EngineError(f"The model's process could not send its answer: {exc}")
+    if isinstance(message, RequestEvent):
+        return RequestEvent(message.request_id, Failed(error))
+    if isinstance(message, Answer):
+        return Answer(message.token, None, error)
+    return None
 
 
 def forward_signals(executor: Executor, link: Link) -> None:

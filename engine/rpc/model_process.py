@@ -21,27 +21,32 @@ import contextlib
 import itertools
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from multiprocessing.connection import Connection
 
 from PySide6.QtCore import QObject, Signal
 
 from engine.chat.traits import ChatTraits
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
-from engine.errors import Cancelled, EngineError, LoadFailed, ModelProcessEnded, Overloaded, WorkerUnavailable
+from engine.errors import (
+    Cancelled,
+    EngineError,
+    InvalidChatRequest,
+    LoadFailed,
+    Overloaded,
+    WorkerUnavailable,
+)
 from engine.executor import ExecutorState, resolve_speculation
 from engine.llama_log import ReportedMemory
 from engine.planner import LoadPlan
 from engine.requests import ChatRequest, Completed, EngineStats, Failed, RequestHandle
-from engine.rpc import guard
-from engine.rpc.endpoint import parse_address
+from engine.rpc.model_loss import loss_error
 from engine.rpc.model_protocol import (
     Answer,
     AskMeasure,
@@ -63,7 +68,7 @@ from engine.rpc.model_protocol import (
     WorkerLost,
     child_command,
 )
-from engine.rpc.workers import CHILD_ENV, ping
+from engine.rpc.workers import CHILD_ENV
 from engine.speculative import SpeculationConfig
 
 log = logging.getLogger("hearth.rpc")
@@ -196,8 +201,13 @@ class ModelProcess(QObject):
                     self._handles[request.request_id] = handle
         if closed:  # the child ended while ``connect`` ran: this request shares the end
             handle._publish(Failed(self._end_error))
-        else:
+            return handle
+        try:
             self._send(SubmitRequest(request))
+        except Exception as exc:  # a value pickle refuses: nothing was sent
+            with self._lock:
+                self._handles.pop(request.request_id, None)
+            raise InvalidChatRequest(f"The request could not be sent to the model's process: {exc}") from None
         return handle
 
     def cancel(self, request_id: int) -> None:
@@ -250,6 +260,7 @@ class ModelProcess(QObject):
         return token, future
 
     def _send(self, message: ToChild) -> None:
+        """Send, or nothing when the child is gone; raises only when pickle refuses."""
         conn = self._conn
         if conn is None:
             return
@@ -360,39 +371,7 @@ class ModelProcess(QObject):
     def _ended_error(self, rc: int, orderly: bool) -> EngineError:
         if orderly:
             return self.load_error or Cancelled("The model was unloaded.")
-        name = self.plan.model.display_name
-        gone = _unanswered(self.plan.workers)
-        if gone:
-            return WorkerUnavailable(
-                f"Lost the worker at {', '.join(gone)}: {name} was unloaded and its replies stopped. "
-                "Start the worker again, then load the model again."
-            )
-        if self._lost_message is not None or rc == guard.WORKER_LOST_EXIT:
-            # A worker that answers a ping but broke the protocol (or a slow network).
-            return WorkerUnavailable(
-                f"A worker of {name} ({', '.join(self.plan.workers)}) stopped answering properly "
-                f"({self._lost_message or 'llama.cpp lost it'}): the model was unloaded and its replies "
-                "stopped. Load it again."
-            )
-        how = f"exit status {rc}"
-        if rc < 0:
-            try:
-                how = f"signal {signal.Signals(-rc).name}"
-            except ValueError:
-                how = f"signal {-rc}"
-        return ModelProcessEnded(
-            f"The process running {name} ended unexpectedly ({how}): the model was unloaded and its "
-            "replies stopped. Load it again."
-        )
-
-
-def _unanswered(endpoints: tuple[str, ...]) -> list[str]:
-    """The workers that no longer answer a ping, asked all at once (3 s at worst)."""
-    if not endpoints:
-        return []
-    with ThreadPoolExecutor(len(endpoints)) as pool:
-        answers = list(pool.map(lambda e: ping(parse_address(e))[0], endpoints))
-    return [e for e, rtt in zip(endpoints, answers, strict=True) if rtt is None]
+        return loss_error(self.plan, rc, self._lost_message)
 
 
 def _child_stdout() -> int:

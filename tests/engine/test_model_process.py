@@ -20,7 +20,14 @@ from PySide6.QtCore import Qt
 
 import engine
 from engine.chat import ChatMessage
-from engine.errors import EngineError, InvalidModelFile, LoadFailed, ModelProcessEnded, WorkerUnavailable
+from engine.errors import (
+    EngineError,
+    InvalidChatRequest,
+    InvalidModelFile,
+    LoadFailed,
+    ModelProcessEnded,
+    WorkerUnavailable,
+)
 from engine.executor import ExecutorState
 from engine.planner import LoadPhase
 from engine.requests import (
@@ -181,7 +188,10 @@ def test_a_model_in_a_child_serves_as_a_local_one(scripted_model: Path) -> None:
     kinds = [type(e).__name__ for e in handle.events(TIMEOUT)]
     assert kinds[0] == "Queued" and kinds[-1] == "Completed" and "TextDelta" in kinds and "Prefill" in kinds
     assert handle.completion is not None and handle.completion.text == SCRIPT_TEXT
-    size = process.measure(request).result(TIMEOUT)
+    unpicklable = ChatMessage("user", "hi", images=(lambda: 0,))
+    with pytest.raises(InvalidChatRequest, match="could not be sent to the model's process"):
+        process.submit(ChatRequest(messages=(unpicklable,), sampling=GREEDY))
+    size = process.measure(request).result(TIMEOUT)  # nothing half-sent: the socket still works
     assert size.tokens > 0 and size.limit == 512
     stats = process.stats(TIMEOUT)
     assert stats.completed_requests == 1 and stats.n_ctx_per_sequence == 512
