@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         from engine import run_rpc_probe_child
 
         return run_rpc_probe_child(args[1:])
+    if args[:1] == ["--rpc-model"]:  # a split model's process (engine/rpc/model_child.py), likewise
+        from engine import run_rpc_model_child
+
+        return run_rpc_model_child(args[1:])
     from app.cli import run_cli
 
     return run_cli(args)

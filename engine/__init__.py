@@ -93,11 +93,13 @@ _EXPORTS = {
     "run_native_probe_child": "engine.native_probe:child_main",
     "run_model_check_child": "engine.model_check:child_main",
     "run_rpc_probe_child": "engine.rpc.probe:child_main",
+    "run_rpc_model_child": "engine.rpc.model_child:child_main",
     # llama.cpp RPC workers
     "WorkerAddress": "engine.rpc",
     "WorkerInfo": "engine.rpc",
     "WorkerState": "engine.rpc",
     "WorkerUnavailable": "engine.errors",
+    "ModelProcessEnded": "engine.errors",
     "RemoteDevice": "engine.devices",
     "parse_worker_address": "engine.rpc:parse_address",
     "probe_worker": "engine.rpc",

@@ -13,6 +13,20 @@ class EngineError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self) -> tuple:
+        # Errors cross a process boundary (a split model runs in a child: engine/rpc). The
+        # default pickling calls ``type(self)(*self.args)``, which breaks every subclass
+        # whose __init__ takes other arguments (InvalidModelFile(path, reason)); rebuild
+        # from the message and the instance's fields instead, whatever the signature.
+        return (_restore_error, (type(self), self.message, self.__dict__.copy()))
+
+
+def _restore_error(cls: type[EngineError], message: str, state: dict) -> EngineError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
 
 class InvalidModelFile(EngineError):
     """A file that is not a GGUF Hearth can use, with the reason why."""
@@ -59,6 +73,11 @@ class ReplyInterrupted(EngineError):
 
 class WorkerUnavailable(EngineError):
     """An RPC worker that cannot be reached, or was lost while a model used it."""
+
+
+class ModelProcessEnded(EngineError):
+    """The child process that ran a split model (engine/rpc/model_process.py) ended
+    without being asked to, and no worker of the model was found lost: it crashed."""
 class HubError(EngineError):
     """Something between Hearth and the Hugging Face Hub went wrong (one line, with the fix)."""
 

@@ -25,7 +25,7 @@ from engine.catalog import model_identity
 from engine.chat import TextStream
 from engine.chat.traits import ChatTraits
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
-from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed, WorkerUnavailable
+from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed
 from engine.executor_commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
 from engine.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.model_loader import LoadHooks, ModelLoader, load_error
@@ -75,10 +75,11 @@ class ExecutorState(enum.Enum):
     UNLOADED = "unloaded"
 
 
-# Executors whose thread llama.cpp parked for good when an RPC worker was lost
-# (engine/rpc/guard.py). Each Python wrapper is also given an extra reference that is never
-# dropped: destroying a QThread whose thread still runs is fatal in Qt, even at exit.
-_abandoned: list[Executor] = []
+def resolve_speculation(plan: LoadPlan, speculation: SpeculationConfig | None) -> SpeculationConfig:
+    """What a load speculates with: as asked, else the plan's draft model, else nothing."""
+    if speculation is None and plan.request.draft is not None:
+        speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=plan.request.draft.path)
+    return speculation or SpeculationConfig()
 
 
 class Executor(QThread):
@@ -90,7 +91,11 @@ class Executor(QThread):
     ready = Signal()
     load_failed = Signal(object)  # EngineError
     unloaded = Signal()
-    worker_lost = Signal(object)  # WorkerUnavailable: the model is gone (see _worker_lost)
+    # Never emitted here: a model with RPC workers runs in a child process, and the
+    # parent's engine.rpc.model_process emits it when that child loses a worker. Declared
+    # so LoadedModel offers the same signals whichever runs the model.
+    worker_lost = Signal(object)
+    lost_worker = False  # likewise: only a model in a child process loses a worker
 
     def __init__(
         self,
@@ -106,9 +111,7 @@ class Executor(QThread):
         self.model_identity = model_identity(plan.model)  # stamped on every Completion's tokens
         self.force = force
         self.queue_capacity = queue_capacity
-        if speculation is None and plan.request.draft is not None:
-            speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=plan.request.draft.path)
-        self.speculation = speculation or SpeculationConfig()
+        self.speculation = resolve_speculation(plan, speculation)
         self.state = ExecutorState.LOADING
         self.load_error: EngineError | None = None
         self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
@@ -128,7 +131,6 @@ class Executor(QThread):
         self._suspects: collections.deque[int] = collections.deque()
         self._counters = ServingCounters()
         self.n_ctx = self.n_ctx_seq = self.n_batch = self.n_seq = 0
-        self.abandoned = False  # an RPC worker was lost: this thread is parked inside llama.cpp
 
     @property
     def has_vision(self) -> bool:
@@ -194,19 +196,6 @@ class Executor(QThread):
     # ------------------------------------------------------------------ executor thread
 
     def run(self) -> None:
-        if self.plan.workers:
-            from engine.rpc import guard
-
-            guard.add_listener(self._worker_lost)
-        try:
-            self._run()
-        finally:
-            if self.plan.workers:
-                from engine.rpc import guard
-
-                guard.remove_listener(self._worker_lost)
-
-    def _run(self) -> None:
         native_log: list = []
         try:
             require_backend()
@@ -260,45 +249,6 @@ class Executor(QThread):
         if self._native is not None:
             self._native.free()
             self._native = None
-
-    def _worker_lost(self, message: str) -> None:
-        """llama.cpp lost an RPC worker (engine/rpc/guard.py parked its thread); runs on a
-        rescue thread. If the lost worker is this model's, this thread will never come back
-        from llama.cpp: every request fails with the reason, the model counts as unloaded,
-        and its native memory is abandoned, because freeing it under a thread that is still
-        inside llama_decode is undefined behaviour."""
-        from engine.rpc import parse_address, ping
-
-        lost = [e for e in self.plan.workers if ping(parse_address(e))[0] is None]
-        if not lost or self.state is ExecutorState.UNLOADED:
-            return  # another model's worker, or this model was already gone
-        which = ", ".join(lost)
-        error = WorkerUnavailable(
-            f"Lost the worker at {which}: {self.plan.model.display_name} was unloaded and its "
-            "replies stopped. Start the worker again, then load the model again."
-        )
-        log.error("%s (llama.cpp: %s)", error.message, message)
-        self.abandoned = True
-        _abandoned.append(self)
-        import ctypes
-
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self))
-        was_loading = self.state is ExecutorState.LOADING
-        self.state = ExecutorState.FAILED
-        for item in [*self._active.values(), *self._waiting]:
-            item.handle._publish(Failed(error))
-        for command in self._inbox.drain():
-            if isinstance(command, Submit):
-                command.handle._publish(Failed(error))
-            elif isinstance(command, (Observe, Measure)) and command.future.set_running_or_notify_cancel():
-                command.future.set_exception(error)
-        if was_loading:
-            self.load_error = error
-            self._ready_event.set()
-            self.load_failed.emit(error)
-        self.worker_lost.emit(error)
-        self.state = ExecutorState.UNLOADED
-        self.unloaded.emit()
 
     # -- the loop ------------------------------------------------------------------
 

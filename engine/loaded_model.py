@@ -1,8 +1,11 @@
 """The engine's public face: ``Engine.load(plan) -> LoadedModel``.
 
-A LoadedModel wraps one executor thread. Everything it offers is safe to call from any
-thread: commands travel through the executor's queue, results come back as Qt signals
-(queued into the receiver's thread) and on each request's handle.
+A LoadedModel wraps one executor: a thread in this process, or — for a plan that uses RPC
+workers — an executor in a child process of its own (``engine.rpc.model_process``), because
+llama.cpp's RPC client ends the process that loses a worker. Both offer the same signals,
+state and methods, so callers never know which they got. Everything is safe to call from
+any thread: commands travel through the executor's queue (or the child's socket), results
+come back as Qt signals (queued into the receiver's thread) and on each request's handle.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import atexit
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
@@ -21,37 +25,30 @@ from engine.planner import LoadPlan
 from engine.requests import ChatRequest, EngineStats, RequestHandle
 from engine.speculative import SpeculationConfig
 
+if TYPE_CHECKING:
+    from engine.rpc.model_process import ModelProcess
+
 _live: weakref.WeakSet[LoadedModel] = weakref.WeakSet()
 
 
 @atexit.register
 def _unload_all() -> None:
     """A model still loaded at exit is unloaded first: an executor thread running native
-    code while the interpreter and Qt tear down would crash the process."""
+    code while the interpreter and Qt tear down would crash the process (and a split
+    model's child would keep its workers busy)."""
     for model in list(_live):
         model.unload(wait=True)
-    from engine.executor import _abandoned
-
-    if _abandoned:
-        # An executor parked inside llama.cpp after losing an RPC worker (engine/rpc/guard.py)
-        # can never finish, and the interpreter's teardown would destroy its QThread, which
-        # Qt answers with a fatal error (abort). Everything else is done: leave now.
-        import os
-        import sys
-
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 class LoadedModel(QObject):
     """A model being loaded, serving, or unloaded.
 
-    Its signals are the executor's own (declared once, in engine/executor.py), not relays:
-    ``phase_started(LoadPhase)``, ``phase_progress(LoadPhase, fraction)``,
-    ``phase_finished(LoadPhase, seconds)``, ``ready()``, ``load_failed(EngineError)``,
-    ``unloaded()``. They are emitted on the executor thread, so a receiver in the GUI thread
-    gets them queued, in its own thread.
+    Its signals are the executor's own (declared in engine/executor.py, and alike on
+    ``ModelProcess``), not relays: ``phase_started(LoadPhase)``, ``phase_progress(LoadPhase,
+    fraction)``, ``phase_finished(LoadPhase, seconds)``, ``ready()``, ``load_failed(EngineError)``,
+    ``unloaded()``, ``worker_lost(EngineError)`` (a split model's worker or process was lost;
+    ``unloaded`` follows). They are emitted on the executor thread (a split model: the thread
+    that reads its child), so a receiver in the GUI thread gets them queued, in its own thread.
     """
 
     def __init__(
@@ -64,15 +61,21 @@ class LoadedModel(QObject):
     ) -> None:
         super().__init__()
         self.plan = plan
-        self._executor = Executor(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
-        ex = self._executor
+        ex: Executor | ModelProcess
+        if plan.workers:
+            from engine.rpc.model_process import ModelProcess
+
+            ex = ModelProcess(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
+        else:
+            ex = Executor(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
+        self._executor = ex
         self.phase_started = ex.phase_started
         self.phase_progress = ex.phase_progress
         self.phase_finished = ex.phase_finished
         self.ready = ex.ready
         self.load_failed = ex.load_failed
         self.unloaded = ex.unloaded
-        self.worker_lost = ex.worker_lost  # WorkerUnavailable; ``unloaded`` follows
+        self.worker_lost = ex.worker_lost  # never emitted for a model in this process
 
     def start(self) -> LoadedModel:
         _live.add(self)
@@ -158,21 +161,17 @@ class LoadedModel(QObject):
         return self._executor.measure(request)
 
     def unload(self, wait: bool = True) -> None:
-        """Stop serving, end every request, free every native allocation.
-
-        A model whose RPC worker was lost is already unloaded and its thread never ends
-        (engine/rpc/guard.py): there is nothing to wait for.
-        """
-        if self._executor.abandoned:
-            return
+        """Stop serving, end every request, free every native allocation (a split model:
+        its child exits, killed if it has not within ``UNLOAD_TIMEOUT_S``). A model whose
+        worker was lost is already unloaded: this returns at once."""
         self._executor.request_unload()
         if wait:
             self._executor.wait()
 
     @property
     def lost_worker(self) -> bool:
-        """An RPC worker this model used was lost; the model is unloaded (its memory abandoned)."""
-        return self._executor.abandoned
+        """An RPC worker this model used was lost: its process ended, the model is unloaded."""
+        return self._executor.lost_worker
 
 
 class Engine:

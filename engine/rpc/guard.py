@@ -1,25 +1,28 @@
-"""What happens when llama.cpp loses an RPC worker: the process must survive it.
+"""What happens when llama.cpp loses an RPC worker: the process that used it ends at once.
 
 llama.cpp's RPC client cannot fail a call. Its dispatcher thread sends every command and
 on a failed send or receive calls ``GGML_ABORT("Remote RPC server crashed or returned
 malformed response")`` (vendored ggml/src/ggml-rpc/ggml-rpc.cpp, rpc_dispatcher::work);
 ``rpc_dispatcher::start`` does the same when a connect or handshake fails. ``ggml_abort``
 calls the callback set with ``ggml_set_abort_callback`` and then ``abort()``,
-unconditionally (ggml/src/ggml.c). So nothing can make the failing call return, but the
-callback need not return either: for an RPC failure it tells the listeners (the executor of
-the model that used the worker) and then parks the native thread for good. The process
-lives on; the executor thread that waited on that dispatcher stays blocked inside
-llama.cpp forever, and its model's native memory is abandoned, not freed (freeing it while
-that thread is inside ``llama_decode`` would be undefined behaviour). Any other abort —
-a genuine llama.cpp assertion — returns from the callback and aborts as before.
+unconditionally (ggml/src/ggml.c). Nothing can make the failing call return.
 
-This is containment, not recovery: see docs/RPC.md for what it costs.
+So the RPC client only ever runs in a child process of its own, one per split model
+(engine/rpc/model_child.py). There this callback, for an RPC failure, hands llama.cpp's
+message to the reporter (which tells the parent) and ends the child with ``os._exit``:
+no parked thread, no memory kept; the OS frees the model and closes its connections, so
+the surviving workers are free for another client. A plain ``abort()`` would do the same
+for the memory, but it would print gdb's backtrace, leave a core and lose the reason.
+Any other abort — a genuine llama.cpp assertion — returns from the callback and aborts
+as before (the parent sees the child die and says so).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -33,27 +36,18 @@ RPC_ABORTS = (
     "Failed to connect to",
     "RPC handshake failed",
 )
+# The exit status of a process that lost a worker: the parent knows why even if the
+# reporter's message never arrived.
+WORKER_LOST_EXIT = 75
 
 _lock = threading.Lock()
 _installed = False
 _callback = None  # the ctypes callback: must stay referenced while installed
-_listeners: list[Callable[[str], None]] = []
+_reporter: Callable[[str], None] | None = None
 
 
 def is_rpc_abort(message: str) -> bool:
     return any(marker in message for marker in RPC_ABORTS)
-
-
-def add_listener(listener: Callable[[str], None]) -> None:
-    """``listener(message)`` runs on a new Python thread after an RPC abort was contained."""
-    with _lock:
-        _listeners.append(listener)
-
-
-def remove_listener(listener: Callable[[str], None]) -> None:
-    with _lock:
-        if listener in _listeners:
-            _listeners.remove(listener)
 
 
 def _on_abort(raw: bytes | None) -> None:
@@ -64,18 +58,24 @@ def _on_abort(raw: bytes | None) -> None:
         sys.stderr.flush()
         return
     log.error("llama.cpp lost an RPC worker: %s", message)
-    with _lock:
-        listeners = list(_listeners)
-    for listener in listeners:
-        # Listeners take locks and emit signals: never on this native thread, which is parked.
-        threading.Thread(target=listener, args=(message,), name="hearth-rpc-lost", daemon=True).start()
-    threading.Event().wait()  # parked for good: returning would abort the process
+    reporter = _reporter
+    if reporter is not None:
+        # On llama.cpp's dispatcher thread (ctypes holds the GIL for us); the reporter must
+        # be quick and must not wait on a thread that is inside llama.cpp. The exit below
+        # matters more than the message.
+        with contextlib.suppress(BaseException):
+            reporter(message)
+    sys.stderr.flush()
+    os._exit(WORKER_LOST_EXIT)  # returning would abort(); nothing else in this process matters now
 
 
-def install() -> bool:
-    """Contain RPC aborts in this process from now on (idempotent); False without ggml-rpc."""
-    global _installed, _callback
+def install(reporter: Callable[[str], None] | None = None) -> bool:
+    """From now on a lost worker ends this process at once, after ``reporter(message)``
+    (idempotent; a later call may set the reporter). False without ggml-rpc."""
+    global _installed, _callback, _reporter
     with _lock:
+        if reporter is not None:
+            _reporter = reporter
         if _installed:
             return True
         try:

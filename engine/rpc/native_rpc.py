@@ -7,9 +7,9 @@ devices registered here are the ones llama.cpp sees.
 
 Every function here can abort the process inside llama.cpp when a worker cannot be reached
 (ggml-rpc's rpc_dispatcher::start calls GGML_ABORT on a failed connect or handshake, and
-its dispatcher thread on any failed send or receive). Call them only in a child process
-(``engine.rpc.probe``) or after a child reached the worker, with ``engine.rpc.guard``
-installed.
+its dispatcher thread on any failed send or receive). Call them only in a child process:
+the probe (``engine.rpc.probe``), or a split model's own (``engine.rpc.model_child``, after
+a probe reached the worker, with ``engine.rpc.guard`` installed).
 """
 
 from __future__ import annotations

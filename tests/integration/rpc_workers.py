@@ -1,9 +1,9 @@
 """Helpers for the RPC tests: ``hearth worker`` processes on loopback, and the split load.
 
 Also run as a script (``python -m tests.integration.rpc_workers lost A B``): a process that
-loads Gemma split over the workers at ports A and B, streams a long reply, and reports in
-JSON lines what happens when the test SIGKILLs one worker mid-reply — in a child process,
-because if containment failed, llama.cpp would abort that process, not the test run.
+loads Gemma split over the workers at ports A and B (the model itself in its own child),
+streams a long reply, and reports in JSON lines what happens when the test SIGKILLs worker
+B mid-reply — in a child process, so that if containment failed, the test run survives.
 """
 
 from __future__ import annotations
@@ -117,21 +117,35 @@ def split_plan(endpoints: list[str], gpu_layers: int = 12, ctx: int = 1024, para
 
 
 def lost_main(ports: list[str]) -> int:
-    """The child of the SIGKILL test: one JSON object per line on stdout."""
-    from PySide6.QtCore import QCoreApplication
+    """The child of the SIGKILL test: one JSON object per line on stdout. The split model
+    itself runs in a grandchild (engine/rpc/model_process.py); this process is the parent
+    whose window and other models must carry on."""
+    import psutil
+    from PySide6.QtCore import QCoreApplication, Qt
 
     from engine import GREEDY, ChatRequest, Engine, WorkerUnavailable
     from tests.conftest import plan_for
 
     app = QCoreApplication([])
+    me = psutil.Process()
 
     def say(**fields: object) -> None:
         print(json.dumps(fields), flush=True)
 
+    def answer(model, prompt: str = "The capital of France is") -> str:
+        return model.submit(ChatRequest(prompt=prompt, sampling=GREEDY, max_tokens=8)).wait(120).text
+
     plan = split_plan([f"127.0.0.1:{p}" for p in ports])
+    rss_before = me.memory_info().rss
     model = Engine.load(plan).wait_ready(300)
+    rss_loaded = me.memory_info().rss
+    child = model._executor.pid
+    say(step="loaded", pid=child, rss_before=rss_before, rss_loaded=rss_loaded)
+    direct = Qt.ConnectionType.DirectConnection
     lost_signal: list[str] = []
+    unloaded_signal: list[bool] = []
     model.worker_lost.connect(lambda error: lost_signal.append(error.message))
+    model.unloaded.connect(lambda: unloaded_signal.append(True), direct)
     handle = model.submit(
         ChatRequest(prompt="Once upon a time", sampling=GREEDY, max_tokens=4000, ignore_eos=True, cache=False)
     )
@@ -142,14 +156,23 @@ def lost_main(ports: list[str]) -> int:
             say(step="generating")  # the test kills a worker now
         if type(event).__name__ in ("Completed", "Failed"):
             break
+    failed_at = time.monotonic()
     error = handle.error
+    deadline = time.monotonic() + 10
+    while not unloaded_signal and time.monotonic() < deadline:  # emitted right after the failures
+        time.sleep(0.05)
     say(
         step="failed",
         error_type=type(error).__name__ if error else None,
         message=error.message if error else None,
         is_worker_error=isinstance(error, WorkerUnavailable),
-        seconds_to_fail=time.monotonic() - (first or time.monotonic()),
+        seconds_to_fail=failed_at - (first or failed_at),
+        failed_at=failed_at,  # CLOCK_MONOTONIC: the test's clock too
         text_len=len(handle.completion.text) if handle.completion else None,
+        state=model.state.name,
+        unloaded_signals=len(unloaded_signal),
+        child_alive=psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE,
+        rss_after=me.memory_info().rss,
     )
     # The model is gone: no more requests, unload returns at once.
     try:
@@ -160,14 +183,19 @@ def lost_main(ports: list[str]) -> int:
     t = time.monotonic()
     model.unload()
     say(step="unloaded", refused=refused, lost=model.lost_worker, unload_seconds=time.monotonic() - t)
+    # The surviving worker was freed when the child died: a new split model loads on it.
+    survivor = Engine.load(split_plan([f"127.0.0.1:{ports[0]}"])).wait_ready(300)
+    try:
+        text = answer(survivor)
+    finally:
+        survivor.unload()
+    say(step="survivor", text=text)
     # Another model, local only, still loads and answers in this same process.
     local = Engine.load(plan_for(GEMMA, ctx=512, parallel=1)).wait_ready(300)
-    done = local.submit(ChatRequest(prompt="The capital of France is", sampling=GREEDY, max_tokens=8)).wait(
-        120
-    )
+    done = answer(local)
     local.unload()
     app.processEvents()  # deliver the queued worker_lost signal
-    say(step="local", text=done.text, signals=len(lost_signal))
+    say(step="local", text=done, signals=len(lost_signal))
     sys.stdout.flush()
     return 0
 

@@ -11,7 +11,9 @@ import sys
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
+from PySide6.QtCore import Qt
 
 from engine import GREEDY, ChatRequest, Engine, LoadedModel, parse_worker_address, probe_worker
 from engine.planner import LoadPhase
@@ -107,15 +109,25 @@ def test_split_over_two_workers_matches_local_and_the_plan(workers: list[Worker]
 
     plan = split_plan([w.endpoint for w in workers])
     phases: list[LoadPhase] = []
-    split = Engine.load(plan)
-    split.phase_started.connect(phases.append)
-    split.wait_ready(TIMEOUT)
+    progress: list[tuple[LoadPhase, float]] = []
+    # Constructed, connected, then started, as the window does (model_session.py): the
+    # phases come from the child process that runs the split model, none is missed.
+    split = LoadedModel(plan)
+    direct = Qt.ConnectionType.DirectConnection
+    split.phase_started.connect(phases.append, direct)
+    split.phase_progress.connect(lambda phase, fraction: progress.append((phase, fraction)), direct)
+    split.start().wait_ready(TIMEOUT)
+    child = split._executor.pid  # type: ignore[union-attr]
     try:
+        assert child is not None and child != os.getpid()
         got = greedy_tokens(split)
         reported = split.reported_memory
     finally:
         split.unload()
-    assert LoadPhase.WORKERS in phases or plan.phases.index(LoadPhase.WORKERS) == 1
+    assert phases == list(plan.phases) and LoadPhase.WORKERS in phases, phases
+    worker_progress = [f for phase, f in progress if phase is LoadPhase.WORKERS]
+    assert worker_progress[:3] == [0.0, 0.5, 1.0], progress  # a step per worker ("Connect to workers")
+    assert split.state.name == "UNLOADED" and not psutil.pid_exists(child)
 
     # The workers multiply with ggml's plain CPU kernels, this process with its repacked
     # (CPU_REPACK) ones: the same numbers up to float rounding, so greedy output matches
@@ -172,6 +184,7 @@ def test_a_worker_killed_mid_reply_fails_the_reply_and_nothing_else() -> None:
         text=True,
         env={**os.environ, "GGML_NO_BACKTRACE": "1"},  # an abort would print gdb's trace on stdout
     )
+    killed_at = 0.0
     try:
         assert child.stdout is not None
         steps: dict[str, dict] = {}
@@ -185,6 +198,7 @@ def test_a_worker_killed_mid_reply_fails_the_reply_and_nothing_else() -> None:
             if event["step"] == "generating":
                 time.sleep(0.3)
                 b.process.send_signal(signal.SIGKILL)
+                killed_at = time.monotonic()
             if event["step"] == "local":
                 break
         rc = child.wait(timeout=60)
@@ -195,12 +209,24 @@ def test_a_worker_killed_mid_reply_fails_the_reply_and_nothing_else() -> None:
         a.stop()
         b.process.kill()
     assert "failed" in steps, f"no failure reported (rc {child.returncode}): {stderr[-2000:]}"
-    failed = steps["failed"]
+    loaded, failed = steps["loaded"], steps["failed"]
     assert failed["is_worker_error"], failed
     assert b.endpoint in failed["message"] and "Lost the worker" in failed["message"]
-    assert failed["seconds_to_fail"] < 30
+    assert a.endpoint not in failed["message"]  # the survivor still answers a ping
+    seconds = failed["failed_at"] - killed_at
+    print(f"SIGKILL of {b.endpoint} -> the reply failed after {seconds:.2f} s: {failed['message']}")
+    # Measured 0.05 s on a quiet machine; the bound leaves room for a starved CPU (these
+    # processes run under nice 19 beside benchmarks).
+    assert 0 < seconds < 10
+    # The model unloaded cleanly: signalled, its process gone, its memory never in this one.
+    assert failed["state"] == "UNLOADED" and failed["unloaded_signals"] == 1
+    assert not failed["child_alive"]
+    grown = max(loaded["rss_loaded"], failed["rss_after"]) - loaded["rss_before"]
+    print(f"this process grew {grown / 2**20:.1f} MiB while the split model was loaded in its child")
+    assert grown < 48 * 2**20, "the split model's memory is the child's, not this process's"
     unloaded = steps["unloaded"]
     assert unloaded["lost"] and unloaded["refused"] == "LoadFailed" and unloaded["unload_seconds"] < 1
+    assert steps["survivor"]["text"], "the surviving worker serves a new split model"
     assert steps["local"]["text"], "a local model loads and answers in the same process afterwards"
     assert steps["local"]["signals"] == 1
     assert rc == 0, f"the process did not exit cleanly (rc {rc}): {stderr[-2000:]}"
@@ -225,6 +251,17 @@ def test_hearth_plan_with_workers_prints_the_split(workers: list[Worker]) -> Non
     assert offline.returncode == 2 and "offline: nothing listens" in offline.stderr
 
 
+def test_hearth_chat_with_workers_answers(workers: list[Worker]) -> None:
+    args = [sys.executable, "-m", "app", "chat", str(GEMMA), "The capital of France is", "--temp", "0"]
+    args += ["--max-tokens", "8", "--ctx", "512", "--gpu-layers", "12", "--json"]
+    for w in workers:
+        args += ["--worker", w.endpoint]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reply = json.loads(done.stdout)  # the model's process printed nothing on this stdout
+    assert reply["text"] and 1 <= reply["usage"]["completion_tokens"] <= 8
+
+
 def test_a_worker_whose_port_is_taken_says_so_and_exits(workers: list[Worker]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "app", "worker", "--port", str(workers[0].port), "--devices", "CPU"],
@@ -235,3 +272,40 @@ def test_a_worker_whose_port_is_taken_says_so_and_exits(workers: list[Worker]) -
     )
     assert done.returncode == 1
     assert "could not serve" in done.stdout and "Failed to create server socket" in done.stderr
+
+
+def test_the_window_session_drops_a_model_whose_worker_died_and_loads_the_next(qtbot) -> None:
+    """What the window sees (app/model_session.py), in this very process: the RPC client
+    runs in the model's child, so a lost worker cannot take the test run with it."""
+    from app.model_session import ModelSession, SessionState
+    from engine import WorkerUnavailable
+
+    a, b = start_worker(), start_worker()
+    session = ModelSession()
+    failures: list = []
+    session.load_failed.connect(failures.append)
+    try:
+        session.load(split_plan([a.endpoint, b.endpoint]))
+        qtbot.waitUntil(lambda: session.state is SessionState.READY, timeout=TIMEOUT * 1000)
+        model = session.model
+        assert model is not None
+        deltas: list[str] = []
+        handle = model.submit(
+            ChatRequest(prompt="Once upon a time", sampling=GREEDY, max_tokens=4000, ignore_eos=True),
+            connect=lambda h: h.delta.connect(deltas.append),
+        )
+        qtbot.waitUntil(lambda: bool(deltas), timeout=TIMEOUT * 1000)
+        b.process.kill()
+        qtbot.waitUntil(lambda: session.state is SessionState.FAILED, timeout=15_000)
+        assert session.model is None and len(failures) == 1 and isinstance(failures[0], WorkerUnavailable)
+        assert isinstance(handle.error, WorkerUnavailable) and "".join(deltas)  # what streamed stays
+        assert model.lost_worker and model.state.name == "UNLOADED"
+        session.load(plan_for(GEMMA, ctx=512, parallel=1))
+        qtbot.waitUntil(lambda: session.state is SessionState.READY, timeout=TIMEOUT * 1000)
+        assert session.model is not None
+        request = ChatRequest(prompt="The capital of France is", sampling=GREEDY, max_tokens=8)
+        assert session.model.submit(request).wait(TIMEOUT).text
+    finally:
+        session.unload()
+        a.stop()
+        b.process.kill()
