@@ -72,6 +72,7 @@ class DiscoverController(QObject):
     download_changed = Signal(object)  # DownloadProgress
     download_finished = Signal(object)  # Path of the model (first part) now in the models folder
     download_failed = Signal(str)
+    settings_changed = Signal()  # endpoint, token or downloads at once (reconfigure)
     _results = Signal(int, object)
     _search_done = Signal(int, int, object)
     _repo = Signal(int, object, object)
@@ -124,6 +125,7 @@ class DiscoverController(QObject):
         self.access = hub_access(self.paths, self.settings)
         self.manager.downloader.access = self.access
         self.manager.set_max_parallel(self.settings.max_parallel)
+        self.settings_changed.emit()
 
     def restore_downloads(self) -> None:
         """Downloads an earlier run left unfinished, listed as paused."""

@@ -306,6 +306,13 @@ class DiscoverPage(QSplitter):
         self.results.setBatchSize(256)
         self.results.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.results.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        # A result is two lines cut to the column (the name in full in its tooltip), set
+        # apart from the next: no sideways scrolling through a list of names.
+        self.results.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.results.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.results.setWordWrap(False)
+        self.results.setSpacing(3)
+        self.results.setAlternatingRowColors(True)
         self.search_status = QLabel("Search the Hub: results show name, author, downloads, likes, license.")
         self.search_status.setObjectName("searchStatus")
         self.search_status.setWordWrap(True)
@@ -381,7 +388,8 @@ class DiscoverPage(QSplitter):
         bottom = QWidget()
         bv = QVBoxLayout(bottom)
         bv.setContentsMargins(6, 0, 6, 6)
-        self.downloads_title = QLabel("Downloads (at most 2 at once)")
+        self.downloads_title = QLabel()
+        self._show_download_limit()
         bv.addWidget(self.downloads_title)
         bv.addWidget(scroll, 1)
 
@@ -392,7 +400,8 @@ class DiscoverPage(QSplitter):
 
         self.search_field.returnPressed.connect(self.start_search)
         self.search_button.clicked.connect(self.start_search)
-        self.settings_button.clicked.connect(lambda: HubSettingsDialog(controller, self).exec())
+        self.settings_button.clicked.connect(self.open_hub_settings)
+        controller.settings_changed.connect(self._show_download_limit)
         self.results.selectionModel().currentChanged.connect(self._on_result_chosen)
         self.quants.itemSelectionChanged.connect(self._show_selected_plan)
         self.projector_button.clicked.connect(self._download_projector)
@@ -410,6 +419,12 @@ class DiscoverPage(QSplitter):
         self.controller.warm_up()
 
     # -- search -----------------------------------------------------------------------------
+
+    def open_hub_settings(self) -> None:
+        HubSettingsDialog(self.controller, self).exec()
+
+    def _show_download_limit(self) -> None:
+        self.downloads_title.setText(f"Downloads (at most {self.controller.manager.max_parallel} at once)")
 
     def start_search(self) -> None:
         self.controller.search(self.search_field.text().strip())

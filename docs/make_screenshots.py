@@ -5,7 +5,9 @@ with the dashboard closed and open, the Models page with its plan, a load in pro
 a picture sent to the tiny vision demo model (random weights: its reply is noise, the point
 is the image path through the app), and a remote server: Settings → Remote servers with a
 Hearth server on loopback (serving Qwen) and one offline, its model in the picker, a chat
-with it. Takes a few minutes on two cores.
+with it; and the Discover page against the test suite's fake Hub on loopback (serving
+Qwen, Gemma and the tiny vision demo), a plan read from a remote header and a download
+in progress. Takes a few minutes on two cores.
 
 Run under a real X server: ``xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python
 docs/make_screenshots.py`` -> docs/screenshots/*.png
@@ -60,11 +62,6 @@ def main() -> None:
             if time.monotonic() > end:
                 raise TimeoutError("the window did not get there")
             pump(0.05)
-
-    def shot(window: MainWindow, name: str) -> None:
-        pump(0.5)
-        window.grab().save(str(OUT / f"{name}.png"))
-        print("wrote", OUT / f"{name}.png", flush=True)
 
     def each_size(window: MainWindow, name: str, prepare=None) -> None:
         for width, height in SIZES:
@@ -133,6 +130,73 @@ def main() -> None:
     shot(window, "06-chat-with-image")
     window.close()
     remote_scene(app, root, qwen, pump, until)
+    discover_scene(root, qwen, gemma, pump, until)
+
+
+def discover_scene(root: Path, qwen: Path, gemma: Path, pump, until) -> None:
+    """The Discover page against the fake Hub the tests use (tests/fake_hub.py), on
+    loopback: a search, Qwen's plan from its remote header, a Gemma download under way."""
+    import os
+
+    from app.main_window import MainWindow
+    from app.paths import resolve_paths
+    from app.widgets.nav_rail import Page
+    from engine.tiny_models import write_tiny_projector, write_tiny_text_model
+    from tests.fake_hub import FakeHub
+
+    files = root / "hub-files"
+    files.mkdir()
+    tiny = write_tiny_text_model(files / "tiny-vision-demo-Q8_0.gguf")
+    projector = write_tiny_projector(files / "mmproj-tiny-vision-demo-F16.gguf")
+    hub = FakeHub()
+    hub.add_repo("Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", {qwen.name: qwen}, downloads=182_000, likes=210)
+    hub.add_repo("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": gemma}, downloads=95_000,
+                 likes=120, license="gemma")  # fmt: skip
+    hub.add_repo("example-org/tiny-vision-demo-GGUF", {tiny.name: tiny, projector.name: projector},
+                 downloads=1_200, likes=3)  # fmt: skip
+    hub.start()
+    os.environ["HF_ENDPOINT"] = hub.url
+    try:
+        paths = resolve_paths(root / "discover-data", root / "discover-models").ensure()
+        window = MainWindow(paths)
+        window.resize(*SIZES[0])
+        window.show()
+        window.start()
+        window.show_page(Page.DISCOVER)
+        page = window.discover_page
+        page.search_field.setText("GGUF")
+        page.start_search()
+        until(lambda: page.results_model.rowCount() == 3)
+        page.results.setCurrentIndex(page.results_model.index(0))
+        until(lambda: bool(window.discover.plans))
+        pump(0.5)
+        for width, height in SIZES:
+            window.resize(width, height)
+            shot(window, f"{width}-discover")
+        hub.faults.trickle_bytes_per_s = 12_000_000  # a download under way, shown mid-way
+        page.results.setCurrentIndex(page.results_model.index(1))
+        until(lambda: window.discover.repo is not None and window.discover.repo.repo_id.startswith("google/"))
+        window.discover.download(window.discover.repo.quants[0])
+        pump(4.0)
+        window.resize(*SIZES[0])
+        shot(window, "1280-discover-download")
+        for key in list(page.download_rows()):
+            window.discover.cancel(key)
+        pump(0.5)
+        window.close()
+    finally:
+        hub.stop()
+
+
+def shot(window, name: str) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        QApplication.processEvents()
+        time.sleep(0.005)
+    window.grab().save(str(OUT / f"{name}.png"))
+    print("wrote", OUT / f"{name}.png", flush=True)
 
 
 def remote_scene(app, root: Path, model_path: Path, pump, until) -> None:

@@ -290,6 +290,7 @@ def test_how_many_downloads_run_at_once_is_a_setting(qtbot, discover: MainWindow
     dialog.parallel.setValue(3)
     dialog.save()
     assert discover.discover.manager.max_parallel == 3  # applies at once
+    assert discover.discover_page.downloads_title.text() == "Downloads (at most 3 at once)"
     assert json.loads(discover.paths.settings_file.read_text())["hub"]["max_parallel"] == 3
     settings = json.loads(discover.paths.settings_file.read_text())
     settings["hub"]["max_parallel"] = 500  # a hand-edited file is held to the range
