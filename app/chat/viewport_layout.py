@@ -22,9 +22,9 @@ from app.chat.message_rows import MessageRows, Row
 MEASURE_SLICE_S = 0.008  # background measuring per event-loop turn
 # Streamed text may take this share of the GUI thread (its layouts and the paints they
 # cause): on two cores every millisecond here is taken from llama.cpp's threads, and the
-# one left waiting spins, so the window costs decode about twice what it spends. A
-# settle of 1 ms waits 33 ms (the engine's ~30 Hz anyway); one of 3 ms, 100 ms.
-STREAM_BUDGET = 0.03
+# one left waiting spins, so the window costs decode two to four times what it spends. A
+# settle of 0.7 ms waits 33 ms (the engine's ~30 Hz anyway); one of 3 ms, 150 ms.
+STREAM_BUDGET = 0.02
 SLOW_SETTLE_MAX_REST_S = 0.25  # the longest wait between two streamed settles
 
 

@@ -395,7 +395,7 @@ class PlotCard(Card):
 
     # -- updates -----------------------------------------------------------------------------
 
-    def refresh(self, now: float, force: bool = False) -> bool:
+    def refresh(self, now: float, force: bool = False, min_gap_s: float = 0.0) -> bool:
         """Feed the curves the newest history; False when skipped (off screen, or too soon).
 
         "Too soon" is less time than one pixel of the whole window stands for: with five
@@ -403,12 +403,14 @@ class PlotCard(Card):
         every 250 ms sample would change nothing visible for most of the cost. A plot that
         shows a shorter ``span`` while its table fills keeps that budget (its curves step a
         few pixels a redraw), so a young dashboard costs no more than a full one.
+        ``min_gap_s``: redraw no more often than this either (the view's pace while the
+        model is busy).
         """
         if not force:
             if not self.is_on_screen():
                 return False
             pixels = max(1.0, self.plot.getPlotItem().getViewBox().width())
-            if now - self._last_draw < self.window_s / pixels:
+            if now - self._last_draw < max(min_gap_s, self.window_s / pixels):
                 return False
         self._last_draw = now
         times = self.table.times()

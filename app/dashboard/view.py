@@ -67,6 +67,7 @@ DEFAULT_INTERVAL_MS = 250
 # answer, plots redrawn and painted) is taken from llama.cpp's threads, and a 4 Hz dashboard
 # cost decode ~3% where 1 Hz costs ~1%. Idle, the view is cheap and samples at the default.
 BUSY_INTERVAL_MS = 1000
+BUSY_REDRAW_S = 2.0  # and the plots redrawn at most every two seconds (numbers every second)
 STATS_TIMEOUT_S = 10.0  # an unanswered stats request older than this is given up and re-asked
 CARD_MIN_WIDTH = 440  # below twice this the cards stack in one column
 # A dock beside the chat: usable from MIN_WIDTH (no horizontal scrolling; the KV table
@@ -484,9 +485,10 @@ class DashboardView(QWidget):
     def refresh(self, force: bool = False) -> None:
         """Redraw the plots from the history (only those on screen unless ``force``)."""
         now = time.monotonic()
+        gap = BUSY_REDRAW_S if self._busy else 0.0
         for card in self.plot_cards:
             if self.shows(card):
-                card.refresh(now, force)
+                card.refresh(now, force, gap)
 
     def shutdown(self) -> None:
         """Stop sampling, drop the model, release the telemetry source if the view made it."""

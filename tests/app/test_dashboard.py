@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from app.dashboard import DashboardView, MetricsHistory, SeriesTable, compare_memory, kv_rows
 from app.dashboard import metrics as m
 from app.dashboard.plots import MIN_LABEL_GAP_PX, SPANS_S, TimeAxis, ago, nice_ceiling, visible_span
-from app.dashboard.view import BUSY_INTERVAL_MS, MIN_WIDTH, PREFERRED_WIDTH
+from app.dashboard.view import BUSY_INTERVAL_MS, BUSY_REDRAW_S, MIN_WIDTH, PREFERRED_WIDTH
 from engine.hardware import GpuInfo, GpuSample, HardwareSnapshot, Telemetry, TelemetrySample
 from engine.llama_log import ReportedMemory
 from engine.requests import ChatRequest, EngineStats, SequenceStats, SlotState
@@ -424,10 +424,17 @@ def test_sampling_slows_to_once_a_second_while_the_model_serves(qtbot) -> None:
     assert v.interval_ms == 250 and not v.is_busy
     v.record_stats(stats(active=1))
     assert v.is_busy and v.interval_ms == BUSY_INTERVAL_MS == 1000  # decode keeps the CPU
+    gaps: list[float] = []
+    v.cpu_card.refresh = lambda now, force=False, min_gap_s=0.0: gaps.append(min_gap_s)  # type: ignore[method-assign]
+    v.shows = lambda card: True  # type: ignore[method-assign]
+    v.refresh()
+    assert gaps == [BUSY_REDRAW_S]  # and the plots every two seconds
     v.record_stats(stats(queued=1))
     assert v.interval_ms == BUSY_INTERVAL_MS  # waiting requests count as busy too
     v.record_stats(stats())
     assert not v.is_busy and v.interval_ms == 250  # idle again: four samples a second
+    v.refresh()
+    assert gaps[-1] == 0.0
     v.record_stats(stats(active=2))
     v.set_model(None)  # a new model starts idle
     assert v.interval_ms == 250
@@ -576,6 +583,10 @@ def test_plots_redraw_once_per_pixel_of_time(qtbot) -> None:
     assert not card.refresh(t + pixel_s / 3)  # nothing would move on screen
     assert card.refresh(t + pixel_s * 1.01)
     assert card.refresh(t + pixel_s * 1.02, force=True)  # export and explicit refreshes always draw
+    t += 10
+    assert card.refresh(t)
+    assert not card.refresh(t + 1.5, min_gap_s=BUSY_REDRAW_S)  # a busy model: every 2 s at most
+    assert card.refresh(t + 2.1, min_gap_s=BUSY_REDRAW_S)
     v.shutdown()
 
 
