@@ -11,7 +11,8 @@ functions and explanations, ``max_tokens`` 1000) is decoded
 
 On two cores the GUI thread competes with llama.cpp's threads, so what the window spends
 per update shows in decode tokens/s. Each case runs in its own process and the cases
-alternate (A B C A B C ...), so drifting load hits them alike; medians and the spread of
+alternate, each round starting one case later (A B C, B C A, C A B, ...), so drifting
+load and a case's place in the round hit them alike; medians and the spread of
 decode tok/s (from the Completion's timings), the ratio window/headless (paired within
 each round), and the CPU seconds of the GUI thread (and the rest of the process) during
 the reply are reported. Target: window >= 0.97x headless, with or without the dashboard.
@@ -372,7 +373,9 @@ def main() -> int:
         load_before = os.getloadavg()
         runs = []
         for k in range(rounds):
-            for case, label, root in plan:
+            # Each round starts one case later (A B C, B C A, C A B): no case always follows
+            # the same one, or runs first after the pause between rounds.
+            for case, label, root in plan[k % len(plan) :] + plan[: k % len(plan)]:
                 run = {"round": k, "label": label, **run_child(case, model, tokens, screen, root)}
                 runs.append(run)
                 print(json.dumps(run), flush=True)

@@ -1,8 +1,9 @@
 """What the RPC hop costs per token: Gemma 3 270M decode, local only vs split over two
 ``hearth worker`` processes on loopback (issue 18).
 
-Each round loads Gemma three ways in this process, alternating the order between rounds,
-and measures one greedy stream of 128 tokens (after an 8-token warm-up):
+Each round loads Gemma four ways, alternating the order between rounds (a split model in a
+child process of its own, as Hearth always loads one; the local ones in this process), and
+measures one greedy stream of 128 tokens (after an 8-token warm-up):
 
 - ``local``: every layer on this process's CPU, one thread;
 - ``local-2threads``: the same with the plan's threads (2 here), for reference;
@@ -93,6 +94,7 @@ def main() -> int:
             )
             plans[name] = plan_load(inspect_model(GEMMA), hardware, request)
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in plans}
+        loadavg_before = [round(x, 2) for x in os.getloadavg()]
         order = list(plans)
         for r in range(args.rounds):
             for name in order if r % 2 == 0 else reversed(order):
@@ -117,8 +119,10 @@ def main() -> int:
         "rpc_cost_ms_per_token": {name: 1000 / median[name] - 1000 / median["local"] for name in SPLITS},
         "planned_network_bytes_per_token": {name: plans[name].network_bytes_per_token for name in SPLITS},
         "layers_on_workers": SPLITS,
-        "note": "loopback TCP, workers CPU-only on the same 2-core machine as the client, which other "
-        "work shared while this ran (load average 5-7): read the runs' spread",
+        "loadavg_before": loadavg_before,
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "note": "loopback TCP, workers CPU-only on the same machine as the client, the split model "
+        "in its own child process (as Hearth loads it): read the runs' spread",
     }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(

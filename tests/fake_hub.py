@@ -533,16 +533,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    """``python -m tests.fake_hub [--bulk N] FILE...``: serve files as repo ``test/models`` and,
-    with ``--bulk``, N search results for "bulk"; prints the URL (manual runs, benchmarks
+    """``python -m tests.fake_hub [--bulk N] [--trickle B] FILE...``: serve files as repo
+    ``test/models`` and, with ``--bulk``, N search results for "bulk" (``--trickle``: at most
+    B bytes a second per body); prints the URL (manual runs, benchmarks
     that keep the fake out of the measured process)."""
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--bulk", type=int, default=0)
+    parser.add_argument("--trickle", type=int, default=0, help="bytes per second per download")
     parser.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args()
     hub = FakeHub()
+    hub.faults.trickle_bytes_per_s = args.trickle
     hub.add_repo("test/models", {p.name: p for p in args.files})
     hub.bulk_results = args.bulk
     if args.bulk:

@@ -23,6 +23,7 @@ a slow layout: see ``ViewportLayout.settle_later``).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 
@@ -66,6 +67,9 @@ def _author(data: MessageData) -> str:
 
 
 INDICATOR_INTERVAL_MS = 280
+# The writing dots hold still while text arrives (the text moving says enough, and on two
+# cores each repaint is taken from decode); they step again once it pauses this long.
+DOTS_REST_WHILE_TEXT_S = 2 * INDICATOR_INTERVAL_MS / 1000
 
 
 class MessageView(QAbstractScrollArea):
@@ -105,6 +109,7 @@ class MessageView(QAbstractScrollArea):
         self._selection: Selection | None = None
         self._selecting = False
         self._tick = 0
+        self._text_arrived_at = -math.inf  # time.monotonic() of the last streamed text
         # Thinking blocks the user opened or closed; the rest are open only while thinking.
         self._thought_open: dict[MessageId, bool] = {}
         self._hover_thought = -1  # the row whose thinking header is under the mouse
@@ -233,6 +238,7 @@ class MessageView(QAbstractScrollArea):
         row = self._rows.get(message_id)
         if row is None or not text:
             return
+        self._text_arrived_at = time.monotonic()
         if self._rows.append_text(row, text):
             self._update_indicator_timer()
         self._scroll.settle_later()
@@ -510,7 +516,9 @@ class MessageView(QAbstractScrollArea):
 
     def _animate_indicator(self) -> None:
         """Step the writing dots: only their line is painted again, not the reply's row
-        (which may fill the viewport, several times a second)."""
+        (which may fill the viewport, several times a second). Not while text arrives."""
+        if time.monotonic() - self._text_arrived_at < DOTS_REST_WHILE_TEXT_S:
+            return
         self._tick += 1
         value = self.verticalScrollBar().value()
         for i, row in enumerate(self._rows):

@@ -35,6 +35,7 @@ from app.chat import (
 )
 from app.chat.demo import build_demo, dark_palette, sample_image, sample_messages
 from app.chat.markdown import OpenFence, scan_blocks, stable_prefix_end
+from app.chat.message_view import DOTS_REST_WHILE_TEXT_S
 from app.chat.streaming_render import CODE_PIECE_LINES
 from engine.chat import Role
 from engine.requests import Completion, StopReason, Timings, Usage
@@ -277,9 +278,15 @@ def test_writing_dots_repaint_only_their_line(qtbot, view: MessageView) -> None:
     view.append_delta("r", "A reply that fills the view. " * 300)
     qtbot.wait(50)
     painted = PaintedRects(view.viewport())
+    tick = view._tick
+    view._animate_indicator()
+    qtbot.wait(50)
+    assert view._tick == tick and not painted.rects  # text just came: the dots hold still
+    qtbot.wait(int(DOTS_REST_WHILE_TEXT_S * 1000))
     view._animate_indicator()
     qtbot.waitUntil(lambda: bool(painted.rects))
     stats = view._rows[0].geom.stats
+    assert view._tick == tick + 1
     assert painted.rects and all(r.height() <= stats.height() for r in painted.rects)
 
 
