@@ -110,6 +110,7 @@ class MessageView(QAbstractScrollArea):
         self._selecting = False
         self._tick = 0
         self._text_arrived_at = -math.inf  # time.monotonic() of the last streamed text
+        self._rows_moved = False  # a layout since the last paint moved rows relative to others
         # Thinking blocks the user opened or closed; the rest are open only while thinking.
         self._thought_open: dict[MessageId, bool] = {}
         self._hover_thought = -1  # the row whose thinking header is under the mouse
@@ -458,34 +459,55 @@ class MessageView(QAbstractScrollArea):
         self._rows.set_geometry(row, geom)
 
     def _repaint_changed(self, row: Row, geom: Geometry) -> None:
-        """Ask to paint what a new layout of the row changes on screen. Most streamed
-        updates only lengthen the last line of a reply: then only its last piece (and what
-        is under it) is painted again, not the viewport. A row whose height changes moves
-        what is below it: the viewport is painted whole (``ViewportLayout``) anyway."""
+        """Ask to paint what a new layout of the row changes on screen.
+
+        Most streamed updates only lengthen the last line of a reply: then only its last
+        piece (and what is under it) is painted again. One that adds a line to the reply
+        the view follows scrolls the view by that line: the pixels above the changed piece
+        are moved, not painted (``scrollContentsBy``), and the piece is painted where it
+        lands. Any other change of height moves rows on screen: the viewport is painted
+        whole, and until then nothing is scrolled by moving pixels."""
         old = row.previous
         i = self._rows.find(row.data.id)
         if i is None:
             return
+        viewport = self.viewport()
         top = self._rows.top(i) - self.verticalScrollBar().value()
-        x0 = self._column_x()
-        if (
-            old is None
-            or old.width != geom.width
-            or old.height != geom.height
-            or not geom.pieces
-            or (old.thought, old.thought_body) != (geom.thought, geom.thought_body)
-        ):
-            self.viewport().update(QRect(0, top, self.viewport().width(), geom.height))
+        grown = geom.height - old.height if old is not None else 0
+        follows = i == len(self._rows) - 1 and grown > 0 and self._scroll.follow
+        same_shape = (
+            old is not None
+            and old.width == geom.width
+            and bool(geom.pieces)
+            and bool(old.pieces)
+            and (old.thought, old.thought_body) == (geom.thought, geom.thought_body)
+        )
+        if old is None or (grown != 0 and not (follows and same_shape)):
+            self._rows_moved = True
+            viewport.update()
             return
-        # Frozen pieces never change: from the first piece that moved, or the last (the
-        # tail being rendered again), down.
+        if not same_shape:
+            viewport.update(QRect(0, top, viewport.width(), geom.height))
+            return
+        first = self._first_changed_piece(geom, old)
+        y = geom.body.y() + geom.pieces[first][0]
+        if grown:
+            # From where the piece is now to where it lands once the view has followed the
+            # growth, down: right whether Qt moves the pending region with the scroll or not.
+            viewport.update(QRect(0, top + y - grown, viewport.width(), viewport.height()))
+        else:
+            x0 = self._column_x()
+            viewport.update(QRect(x0 - 1, top + y, geom.width + 2, geom.height - y))
+
+    @staticmethod
+    def _first_changed_piece(geom: Geometry, old: Geometry) -> int:
+        """Frozen pieces never change: the first piece that moved, or the last (the tail
+        being rendered again)."""
         first = len(geom.pieces) - 1
         for k, (new, before) in enumerate(zip(geom.pieces, old.pieces, strict=False)):
             if new != before:
-                first = min(first, k)
-                break
-        y = geom.body.y() + geom.pieces[first][0]
-        self.viewport().update(QRect(x0 - 1, top + y, geom.width + 2, geom.height - y))
+                return min(first, k)
+        return first
 
     # -- status and animation -------------------------------------------------------
 
@@ -542,6 +564,7 @@ class MessageView(QAbstractScrollArea):
 
     def paintEvent(self, event: QPaintEvent) -> None:
         started = time.perf_counter()
+        self._rows_moved = False
         self._paint(event)
         self._scroll.note_paint(time.perf_counter() - started)
 
@@ -845,7 +868,14 @@ class MessageView(QAbstractScrollArea):
         if not self._scroll.adjusting:
             self._scroll.follow = self.is_at_bottom()
             self._scroll.measure_visible()
-        self.viewport().update()
+            self.viewport().update()
+        elif dx == 0 and 0 < abs(dy) < self.viewport().height() and not self._rows_moved:
+            # Following a streamed reply: move what is on screen, paint what comes in (and
+            # what ``_repaint_changed`` asked for). On two cores each full paint is taken
+            # from decode.
+            self.viewport().scroll(0, dy)
+        else:
+            self.viewport().update()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)

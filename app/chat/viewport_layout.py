@@ -76,7 +76,7 @@ class ViewportLayout(QObject):
         again whole only if a height or the scroll position changed; else ``measure`` asked
         for what changed."""
         self.set_scroll(self._rows.total_height() if self.follow else self._bar.value())
-        self.measure_visible()
+        self.measure_visible(repaint)
         self._commit_heights(self._anchor(), repaint)
         if not self._timer.isActive() and self.measured() < len(self._rows):
             self._timer.start()
@@ -140,9 +140,10 @@ class ViewportLayout(QObject):
         finally:
             self.adjusting = False
 
-    def measure_visible(self) -> None:
+    def measure_visible(self, repaint: bool = True) -> None:
         """Lay out exactly the rows on screen (and a screen's worth around them) so they
-        paint at their real size; repeat while that moves the viewport onto new rows."""
+        paint at their real size; repeat while that moves the viewport onto new rows.
+        ``repaint=False``: the rows' ``measure`` asks for what a height change repaints."""
         if self._measuring or not self._rows:
             return
         self._measuring = True
@@ -158,7 +159,7 @@ class ViewportLayout(QObject):
                 last = self._rows.row_at_y(value + height + height // 2)
                 if not self._measure_rows(range(first, last + 1), width, keep=True):
                     break
-                self._commit_heights(anchor)
+                self._commit_heights(anchor, repaint)
         finally:
             self._measuring = False
 

@@ -293,7 +293,8 @@ def test_writing_dots_repaint_only_their_line(qtbot, view: MessageView) -> None:
 def test_a_streamed_update_repaints_only_what_it_changes(qtbot, view: MessageView) -> None:
     """Most updates lengthen the last line of a reply: only the reply's last piece and what
     is under it are painted again (every pixel that changed among them); one that adds a
-    line moves the view and paints it whole."""
+    line scrolls the view by moving pixels and paints the piece where it lands
+    (``test_following_a_reply_moves_pixels_and_paints_only_the_new_line``)."""
     view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
     for _text in stream_in_chunks(view, "r", LONG_REPLY[: LONG_REPLY.index("def total_3")] + "    value"):
         pass
@@ -306,10 +307,48 @@ def test_a_streamed_update_repaints_only_what_it_changes(qtbot, view: MessageVie
         tail_top = view.message_rect("r").top() + row.geom.body.y() + row.geom.pieces[-1][0]
         assert rects and all(r.top() >= tail_top for r in rects)  # not the pieces above
     painted.rects.clear()
+    value = view.verticalScrollBar().value()
     view.append_delta("r", "\n    return value\n")
     view._scroll.settle_now()
     qtbot.wait(20)
-    assert any(r.height() >= viewport.height() for r in painted.rects)
+    assert view.verticalScrollBar().value() > value  # a line more: the view followed it
+    assert painted.rects and all(r.top() > 0 for r in painted.rects)  # the top moved, unpainted
+
+
+def test_following_a_reply_moves_pixels_and_paints_only_the_new_line(qtbot, view: MessageView) -> None:
+    """While the view follows a streamed reply, a line added scrolls the viewport by moving
+    what is on screen: only the changed piece and the line that came in are painted, and
+    what the screen holds (the backing store, not a fresh render) is what a full paint
+    would draw, after every update."""
+    view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
+    paragraphs = "".join(f"Paragraph {i} says a little more about it. " * 3 + "\n\n" for i in range(24))
+    for _text in stream_in_chunks(view, "r", LONG_REPLY + paragraphs):
+        pass
+    qtbot.wait(30)
+    viewport = view.viewport()
+    assert view.is_at_bottom() and view.verticalScrollBar().maximum() > viewport.height()
+    painted = PaintedRects(viewport)
+    screen = QGuiApplication.primaryScreen()
+    origin = viewport.mapTo(view.window(), QPoint(0, 0))
+    partial = 0
+    for k in range(6):
+        painted.rects.clear()
+        before = view.verticalScrollBar().value()
+        view.append_delta("r", f"Line {k} of the tail, long enough to be read. " * (1 + k % 2) + "\n\n")
+        view._scroll.settle_now()
+        qtbot.wait(30)
+        assert view.verticalScrollBar().value() > before  # it followed the growth
+        painted_rows = sum(r.height() for r in painted.rects)  # before grab() paints it all
+        shown = screen.grabWindow(
+            view.window().winId(), origin.x(), origin.y(), viewport.width(), viewport.height()
+        ).toImage()
+        fresh = viewport.grab().toImage()
+        assert shown.size() == fresh.size()
+        for y in range(0, fresh.height(), 2):
+            for x in range(0, fresh.width(), 5):
+                assert shown.pixel(x, y) == fresh.pixel(x, y), f"update {k}: stale pixel at ({x}, {y})"
+        partial += painted_rows < viewport.height() * 3 // 4
+    assert partial >= 4  # most line-adding updates left a quarter of the viewport unpainted
 
 
 def test_scan_blocks_finds_the_open_code_block() -> None:
