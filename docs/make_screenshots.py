@@ -71,10 +71,7 @@ def main() -> None:
                 prepare()
             shot(window, f"{width}-{name}")
 
-    window = MainWindow(paths)
-    window.resize(*SIZES[0])
-    window.show()
-    window.start()
+    window = started_window(paths)
     window.library.wait_idle()
     shot(window, "01-empty")
 
@@ -138,7 +135,6 @@ def discover_scene(root: Path, qwen: Path, gemma: Path, pump, until) -> None:
     loopback: a search, Qwen's plan from its remote header, a Gemma download under way."""
     import os
 
-    from app.main_window import MainWindow
     from app.paths import resolve_paths
     from app.widgets.nav_rail import Page
     from engine.tiny_models import write_tiny_projector, write_tiny_text_model
@@ -157,11 +153,7 @@ def discover_scene(root: Path, qwen: Path, gemma: Path, pump, until) -> None:
     hub.start()
     os.environ["HF_ENDPOINT"] = hub.url
     try:
-        paths = resolve_paths(root / "discover-data", root / "discover-models").ensure()
-        window = MainWindow(paths)
-        window.resize(*SIZES[0])
-        window.show()
-        window.start()
+        window = started_window(resolve_paths(root / "discover-data", root / "discover-models").ensure())
         window.show_page(Page.DISCOVER)
         page = window.discover_page
         page.search_field.setText("GGUF")
@@ -188,6 +180,16 @@ def discover_scene(root: Path, qwen: Path, gemma: Path, pump, until) -> None:
         hub.stop()
 
 
+def started_window(paths):  # -> MainWindow, shown at the first size and started
+    from app.main_window import MainWindow
+
+    window = MainWindow(paths)
+    window.resize(*SIZES[0])
+    window.show()
+    window.start()
+    return window
+
+
 def shot(window, name: str) -> None:
     from PySide6.QtWidgets import QApplication
 
@@ -202,7 +204,6 @@ def shot(window, name: str) -> None:
 def remote_scene(app, root: Path, model_path: Path, pump, until) -> None:
     """Settings → Remote servers, the picker and a chat, against a Hearth server on loopback
     serving ``model_path`` (as `hearth serve` would) and a server that is not there."""
-    from app.main_window import MainWindow
     from app.paths import resolve_paths
     from app.widgets.nav_rail import Page
     from engine import Engine, LoadRequest, inspect_model, plan_load, take_snapshot
@@ -212,11 +213,7 @@ def remote_scene(app, root: Path, model_path: Path, pump, until) -> None:
     served = Engine.load(plan).wait_ready(600)
     server = ServerThread(lambda: served).__enter__()
     try:
-        paths = resolve_paths(root / "remote-data", root / "remote-models").ensure()
-        window = MainWindow(paths)
-        window.resize(*SIZES[0])
-        window.show()
-        window.start()
+        window = started_window(resolve_paths(root / "remote-data", root / "remote-models").ensure())
         window.library.wait_idle()
         window.open_settings()
         page = window.settings_dialog.remote_page
