@@ -15,11 +15,10 @@ regenerating and deleting wait until the conversation is not generating.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +40,8 @@ from app.chat import (
 )
 from app.chat.lru import LruCache
 from app.model_session import ModelSession
-from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store, Thinking
+from app.reply_in_flight import ReplyInFlight, ReplyStage
+from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
 from app.store import MessageState as StoredState
 from app.thinking import ReplySplit
 from engine import (
@@ -88,54 +88,6 @@ _VIEW_STATE = {
 }
 
 
-class ReplyStage(enum.Enum):
-    """Where a reply is, as the conversation list shows it."""
-
-    WAITING = "waiting"
-    READING = "reading"  # the prompt is being evaluated
-    THINKING = "thinking"  # a reasoning model, before its answer
-    WRITING = "writing"
-
-
-@dataclass(eq=False)
-class _ReplyInFlight:
-    """One reply being generated."""
-
-    conversation_id: int
-    message_id: int
-    handle: RequestHandle | None
-    # The reply so far, its thinking apart from its answer (a continued reply's earlier
-    # text included), kept on purpose: the store is written from it every half second and
-    # at the end, and it is what the view is given back when the conversation is shown
-    # again mid-reply.
-    split: ReplySplit = field(default_factory=ReplySplit)
-    saved: tuple[str, Thinking] = ("", Thinking())  # what the store holds
-    stage: ReplyStage = ReplyStage.WAITING
-    read_percent: int = 0  # of the prompt, while READING
-    started: float = field(default_factory=time.monotonic)
-    resumed: bool = False  # continuing a reply that was cut off
-
-    @property
-    def text(self) -> str:
-        """The answer so far: what is stored as the reply's text and sent back next turn."""
-        return self.split.answer
-
-    def thinking(self) -> Thinking:
-        return self.split.so_far(time.monotonic())
-
-    def thought(self) -> Thought | None:
-        """The thinking as the view shows it (None: the reply has no thinking text so far;
-        an empty ``<think></think>``, as models that were told not to think write, is none)."""
-        thinking = self.thinking()
-        if not thinking.text:
-            return None
-        return Thought(thinking.text, thinking.tokens, thinking.seconds, active=self.split.thinking)
-
-    @property
-    def stage_text(self) -> str:
-        return f"reading {self.read_percent}%" if self.stage is ReplyStage.READING else self.stage.value
-
-
 def too_long_message(size: PromptSize) -> str:
     return (
         f"This conversation with your message is {size.tokens:,} tokens; the model was loaded "
@@ -177,7 +129,7 @@ class ChatController(QObject):
         self.conversations = conversations
         self.sampling = sampling
         self.current_id: int | None = None
-        self._streams: dict[int, _ReplyInFlight] = {}  # by conversation id
+        self._streams: dict[int, ReplyInFlight] = {}  # by conversation id
         self._editing: int | None = None  # the user message being edited
         self._images: LruCache[str, DecodedImage] = LruCache(DECODED_IMAGE_CACHE)
         self._save_timer = QTimer(self)
@@ -559,7 +511,7 @@ class ChatController(QObject):
         except EngineError as exc:
             self._fail_to_start(reply, exc)
             return
-        stream = _ReplyInFlight(
+        stream = ReplyInFlight(
             conversation_id, reply.id, None, split, saved=(reply.text, reply.thinking), resumed=resume
         )
 
@@ -627,14 +579,14 @@ class ChatController(QObject):
         """Keep a just-sent image decoded: the store names it by the sha256 of its bytes."""
         self._images.put(sha256, image)
 
-    def _on_queued(self, stream: _ReplyInFlight, position: int) -> None:
+    def _on_queued(self, stream: ReplyInFlight, position: int) -> None:
         if self._closing:
             return
         if stream.conversation_id == self.current_id:
             self.view.set_queued(stream.message_id, position)
 
     def _on_prefill(
-        self, stream: _ReplyInFlight, done: int, total: int, cached: int, images_done: int, images: int
+        self, stream: ReplyInFlight, done: int, total: int, cached: int, images_done: int, images: int
     ) -> None:
         if self._closing:
             return
@@ -643,7 +595,7 @@ class ChatController(QObject):
         if stream.conversation_id == self.current_id:
             self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
 
-    def _on_delta(self, stream: _ReplyInFlight, delta: TextDelta) -> None:
+    def _on_delta(self, stream: ReplyInFlight, delta: TextDelta) -> None:
         if self._closing:
             return
         split = stream.split
@@ -652,7 +604,7 @@ class ChatController(QObject):
         # The block's count moves with tokens that carry no text yet (a tag being held).
         self._show_delta(stream, before != (split.thinking, split.tokens, len(split.thought)), answer)
 
-    def _show_delta(self, stream: _ReplyInFlight, thought_changed: bool, answer: str) -> None:
+    def _show_delta(self, stream: ReplyInFlight, thought_changed: bool, answer: str) -> None:
         stage = ReplyStage.THINKING if stream.split.thinking else ReplyStage.WRITING
         if stream.stage is not stage:
             self._set_stage(stream, stage)
@@ -664,11 +616,11 @@ class ChatController(QObject):
         if answer:
             self.view.append_delta(stream.message_id, answer)
 
-    def _set_stage(self, stream: _ReplyInFlight, stage: ReplyStage) -> None:
+    def _set_stage(self, stream: ReplyInFlight, stage: ReplyStage) -> None:
         stream.stage = stage
         self.conversations.set_busy(stream.conversation_id, True, stream.stage_text)
 
-    def _on_completed(self, stream: _ReplyInFlight, completion: Completion) -> None:
+    def _on_completed(self, stream: ReplyInFlight, completion: Completion) -> None:
         if self._closing:
             return
         stream.split.finish(time.monotonic())
@@ -688,7 +640,7 @@ class ChatController(QObject):
         )
         self._end(stream, MessageState.CANCELLED if cancelled else MessageState.DONE, stats=stats)
 
-    def _on_failed(self, stream: _ReplyInFlight, error: EngineError) -> None:
+    def _on_failed(self, stream: ReplyInFlight, error: EngineError) -> None:
         if self._closing:
             return
         stream.split.finish(time.monotonic())
@@ -723,7 +675,7 @@ class ChatController(QObject):
                 self.select(stream.conversation_id)
 
     def _end(
-        self, stream: _ReplyInFlight, state: MessageState, stats: ReplyStats | None = None, error: str = ""
+        self, stream: ReplyInFlight, state: MessageState, stats: ReplyStats | None = None, error: str = ""
     ) -> None:
         self._streams.pop(stream.conversation_id, None)
         self.conversations.set_busy(stream.conversation_id, False)

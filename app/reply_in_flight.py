@@ -1,0 +1,61 @@
+"""One reply being generated, as the chat controller follows it: its handle, the text and
+thinking so far, what the store holds of it, and its stage for the conversation list."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+
+from app.chat import Thought
+from app.store import Thinking
+from app.thinking import ReplySplit
+from engine import RequestHandle
+
+
+class ReplyStage(enum.Enum):
+    """Where a reply is, as the conversation list shows it."""
+
+    WAITING = "waiting"
+    READING = "reading"  # the prompt is being evaluated
+    THINKING = "thinking"  # a reasoning model, before its answer
+    WRITING = "writing"
+
+
+@dataclass(eq=False)
+class ReplyInFlight:
+    """One reply being generated."""
+
+    conversation_id: int
+    message_id: int
+    handle: RequestHandle | None
+    # The reply so far, its thinking apart from its answer (a continued reply's earlier
+    # text included), kept on purpose: the store is written from it every half second and
+    # at the end, and it is what the view is given back when the conversation is shown
+    # again mid-reply.
+    split: ReplySplit = field(default_factory=ReplySplit)
+    saved: tuple[str, Thinking] = ("", Thinking())  # what the store holds
+    stage: ReplyStage = ReplyStage.WAITING
+    read_percent: int = 0  # of the prompt, while READING
+    started: float = field(default_factory=time.monotonic)
+    resumed: bool = False  # continuing a reply that was cut off
+
+    @property
+    def text(self) -> str:
+        """The answer so far: what is stored as the reply's text and sent back next turn."""
+        return self.split.answer
+
+    def thinking(self) -> Thinking:
+        return self.split.so_far(time.monotonic())
+
+    def thought(self) -> Thought | None:
+        """The thinking as the view shows it (None: the reply has no thinking text so far;
+        an empty ``<think></think>``, as models that were told not to think write, is none)."""
+        thinking = self.thinking()
+        if not thinking.text:
+            return None
+        return Thought(thinking.text, thinking.tokens, thinking.seconds, active=self.split.thinking)
+
+    @property
+    def stage_text(self) -> str:
+        return f"reading {self.read_percent}%" if self.stage is ReplyStage.READING else self.stage.value
