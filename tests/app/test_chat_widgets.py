@@ -286,7 +286,7 @@ def test_writing_dots_repaint_only_their_line(qtbot, view: MessageView) -> None:
     view._animate_indicator()
     qtbot.waitUntil(lambda: bool(painted.rects))
     stats = view._rows[0].geom.stats
-    assert view._tick == tick + 1
+    assert view._tick > tick  # stepping again (its timer may have stepped it too meanwhile)
     assert painted.rects and all(r.height() <= stats.height() for r in painted.rects)
 
 
