@@ -52,6 +52,7 @@ from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, 
 from app.chat.message_layout import FooterItem, Geometry, MessageLayout, column_x
 from app.chat.message_painter import MessagePainter, RowPaint, ThoughtPaint, square_thumbnail
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
+from app.chat.repaint_region import changed_region
 from app.chat.theme import ChatColors, markdown_style
 from app.chat.undo_bar import UndoBar
 from app.chat.viewport_layout import ViewportLayout
@@ -459,55 +460,20 @@ class MessageView(QAbstractScrollArea):
         self._rows.set_geometry(row, geom)
 
     def _repaint_changed(self, row: Row, geom: Geometry) -> None:
-        """Ask to paint what a new layout of the row changes on screen.
-
-        Most streamed updates only lengthen the last line of a reply: then only its last
-        piece (and what is under it) is painted again. One that adds a line to the reply
-        the view follows scrolls the view by that line: the pixels above the changed piece
-        are moved, not painted (``scrollContentsBy``), and the piece is painted where it
-        lands. Any other change of height moves rows on screen: the viewport is painted
-        whole, and until then nothing is scrolled by moving pixels."""
-        old = row.previous
+        """Ask to paint what a new layout of the row changes on screen (``changed_region``);
+        when rows move, the viewport whole, and no scrolling by moving pixels until then."""
         i = self._rows.find(row.data.id)
         if i is None:
             return
         viewport = self.viewport()
         top = self._rows.top(i) - self.verticalScrollBar().value()
-        grown = geom.height - old.height if old is not None else 0
-        follows = i == len(self._rows) - 1 and grown > 0 and self._scroll.follow
-        same_shape = (
-            old is not None
-            and old.width == geom.width
-            and bool(geom.pieces)
-            and bool(old.pieces)
-            and (old.thought, old.thought_body) == (geom.thought, geom.thought_body)
-        )
-        if old is None or (grown != 0 and not (follows and same_shape)):
+        follows = i == len(self._rows) - 1 and self._scroll.follow
+        rect = changed_region(row.previous, geom, top, self._column_x(), viewport.size(), follows)
+        if rect is None:
             self._rows_moved = True
             viewport.update()
-            return
-        if not same_shape:
-            viewport.update(QRect(0, top, viewport.width(), geom.height))
-            return
-        first = self._first_changed_piece(geom, old)
-        y = geom.body.y() + geom.pieces[first][0]
-        if grown:
-            # From where the piece is now to where it lands once the view has followed the
-            # growth, down: right whether Qt moves the pending region with the scroll or not.
-            viewport.update(QRect(0, top + y - grown, viewport.width(), viewport.height()))
         else:
-            x0 = self._column_x()
-            viewport.update(QRect(x0 - 1, top + y, geom.width + 2, geom.height - y))
-
-    @staticmethod
-    def _first_changed_piece(geom: Geometry, old: Geometry) -> int:
-        """Frozen pieces never change: the first piece that moved, or the last (the tail
-        being rendered again)."""
-        first = len(geom.pieces) - 1
-        for k, (new, before) in enumerate(zip(geom.pieces, old.pieces, strict=False)):
-            if new != before:
-                return min(first, k)
-        return first
+            viewport.update(rect)
 
     # -- status and animation -------------------------------------------------------
 
