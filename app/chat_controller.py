@@ -39,6 +39,7 @@ from app.chat import (
     Thought,
 )
 from app.chat.lru import LruCache
+from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.model_session import ModelSession
 from app.reply_in_flight import ReplyInFlight, ReplyStage
 from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
@@ -507,6 +508,7 @@ class ChatController(QObject):
                 max_tokens=settings.max_tokens,
                 owner=str(conversation_id),
                 assistant_prefix=prefix,
+                text_interval_s=STREAM_TEXT_INTERVAL_S,
             )
         except EngineError as exc:
             self._fail_to_start(reply, exc)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from engine.chat import TextStream
 from engine.multimodal import TokenizedPrompt
 from engine.requests import (
+    DEFAULT_TEXT_INTERVAL_S,
     ChatRequest,
     Completion,
     Prefill,
@@ -25,10 +26,9 @@ from engine.scheduler import SequenceProgress
 from engine.speculator import RequestSpeculation
 from engine.token_sampler import TokenSampler
 
-# Text leaves the engine at most ~30 times a second per request: often enough to read as
-# a stream, rarely enough that the window repaints and an HTTP client receives chunks of
-# several tokens. The only throttle between sampling and the screen.
-DELTA_INTERVAL = 1.0 / 30.0
+# A request's text interval unless it asks for its own; the only throttle between sampling
+# and the screen.
+DELTA_INTERVAL = DEFAULT_TEXT_INTERVAL_S
 PREFILL_EVENT_INTERVAL = 0.1
 
 
@@ -105,9 +105,13 @@ class ActiveRequest:
 
     def text_due(self, now: float, force: bool = False) -> TextDelta | None:
         """The text sampled since the last delta (with its tokens' log-probabilities), once
-        ``DELTA_INTERVAL`` has passed (or now, with ``force``); None while nothing is due.
-        A forced delta may carry only log-probabilities (tokens whose text was held back)."""
-        if not force and (not self.pending_text or now - self.t_last_flush < DELTA_INTERVAL):
+        the request's text interval (else ``DELTA_INTERVAL``) has passed (or now, with
+        ``force``); None while nothing is due. A forced delta may carry only
+        log-probabilities (tokens whose text was held back)."""
+        interval = self.request.text_interval_s
+        if interval is None:
+            interval = DELTA_INTERVAL
+        if not force and (not self.pending_text or now - self.t_last_flush < interval):
             return None
         if not self.pending_text and not self.pending_logprobs:
             return None

@@ -61,6 +61,11 @@ _request_ids = itertools.count(1)
 
 MAX_TOOLS = 128
 MAX_TOOLS_CHARS = 256 * 1024  # the tools' JSON, all together
+# Text leaves the engine at most ~30 times a second per request: often enough to read as
+# a stream, rarely enough that the window repaints and an HTTP client receives chunks of
+# several tokens.
+DEFAULT_TEXT_INTERVAL_S = 1.0 / 30.0
+MAX_TEXT_INTERVAL_S = 1.0  # text held longer would not read as a stream
 
 
 def check_tools(tools: tuple[Any, ...]) -> None:
@@ -115,6 +120,10 @@ class ChatRequest:
     # OpenAI function-tool specs, rendered by the model's chat template (or, for a template
     # without tool support, described in a system prompt): see engine.chat.tool_prompt.
     tools: tuple[dict[str, Any], ...] = ()
+    # The shortest time between two text deltas; None: DEFAULT_TEXT_INTERVAL_S.
+    # The window asks for fewer: every delta wakes the GUI thread, which on two cores takes
+    # its time from llama.cpp's threads, and it shows text only a few times a second.
+    text_interval_s: float | None = None
     request_id: int = field(default_factory=lambda: next(_request_ids))
 
     def __post_init__(self) -> None:
@@ -131,6 +140,10 @@ class ChatRequest:
             raise InvalidChatRequest("A request needs messages or a prompt.")
         if self.max_tokens < 1:
             raise InvalidChatRequest(f"Max tokens must be at least 1, not {self.max_tokens}.")
+        if self.text_interval_s is not None and not 0.0 <= self.text_interval_s <= MAX_TEXT_INTERVAL_S:
+            raise InvalidChatRequest(
+                f"The text interval must be 0–{MAX_TEXT_INTERVAL_S:g} s, not {self.text_interval_s:g}."
+            )
         if self.tools:
             if self.prompt is not None:
                 raise InvalidChatRequest("Tools need chat messages, not a raw prompt.")

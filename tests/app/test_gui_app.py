@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from PIL import Image
 from PySide6.QtCore import Qt
 
 from app.chat import MessageAction, MessageState
+from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.main_window import MainWindow
 from app.model_session import SessionState
 from app.paths import AppPaths
@@ -50,9 +52,19 @@ def test_a_failed_load_shows_why_and_the_app_stays_usable(
     load(qtbot, window, tiny_model)  # and another load works
 
 
-def test_message_streams_and_persists(qtbot, window: MainWindow, scripted_model: Path) -> None:
+def test_message_streams_and_persists(
+    qtbot, monkeypatch: pytest.MonkeyPatch, window: MainWindow, scripted_model: Path
+) -> None:
     load(qtbot, window, scripted_model)
+    model = window.session.ready_model
+    submitted = []
+    submit = model.submit
+    monkeypatch.setattr(
+        model, "submit", lambda request, *a, **k: (submitted.append(request), submit(request, *a, **k))[1]
+    )
     send(qtbot, window, "hello")
+    # Text comes ten times a second: the view shows it no more often on two cores.
+    assert [r.text_interval_s for r in submitted] == [STREAM_TEXT_INTERVAL_S] == [0.1]
     reply = last(window, Role.ASSISTANT)
     assert reply.text == SCRIPT_TEXT
     assert reply.state is MessageState.DONE

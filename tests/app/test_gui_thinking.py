@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.active_request as active_request_module
+import app.chat_controller as chat_controller_module
 from app.main_window import MainWindow
 from app.paths import AppPaths
 from app.store import Thinking
@@ -91,7 +91,7 @@ def test_tags_cut_across_tokens_never_show_and_the_block_counts_the_thinking(
 def test_thinking_streamed_token_by_token_shows_open_then_folds(
     qtbot, monkeypatch: pytest.MonkeyPatch, window: MainWindow, spelled_model: Path
 ) -> None:
-    monkeypatch.setattr(active_request_module, "DELTA_INTERVAL", 0.0)  # one delta per token
+    monkeypatch.setattr(chat_controller_module, "STREAM_TEXT_INTERVAL_S", 0.0)  # one delta per token
     load(qtbot, window, spelled_model)
     view = window.message_view
     seen: list[tuple[str, object]] = []

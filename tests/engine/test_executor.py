@@ -170,6 +170,26 @@ def test_deltas_are_coalesced_to_about_30_a_second(looping: LoadedModel) -> None
     assert len(stamps) <= 2 + duration * 30 * 1.5
 
 
+@pytest.mark.parametrize(
+    ("interval", "expected"), [(0.0, ["é", " a", "b", "你", "c", "d"]), (1.0, [SCRIPT_TEXT])]
+)
+def test_a_request_sets_its_own_text_interval(
+    scripted: LoadedModel, interval: float, expected: list[str]
+) -> None:
+    """The window asks for text every 0.1 s: the same text in fewer, larger deltas (0: one
+    per token; 1 s: the whole short script in the delta at its end)."""
+    handle = scripted.submit(chat("hello", text_interval_s=interval))
+    deltas = [e.text for e in handle.events(timeout=TIMEOUT) if isinstance(e, TextDelta)]
+    assert deltas == expected
+
+
+@pytest.mark.parametrize("interval", [-0.1, 1.5])
+def test_a_text_interval_out_of_range_is_refused(tiny: LoadedModel, interval: float) -> None:
+    request = chat("go", text_interval_s=interval)
+    with pytest.raises(InvalidChatRequest, match="text interval"):
+        tiny.submit(request)
+
+
 # -- context limits ---------------------------------------------------------------------
 
 
