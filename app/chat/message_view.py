@@ -529,10 +529,8 @@ class MessageView(QAbstractScrollArea):
         )
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        started = time.perf_counter()
         self._rows_moved = False
         self._paint(event)
-        self._scroll.note_paint(time.perf_counter() - started)
 
     def _paint(self, event: QPaintEvent) -> None:
         painter = QPainter(self.viewport())

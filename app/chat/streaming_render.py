@@ -30,8 +30,8 @@ from app.chat.markdown import (
     scan_blocks,
 )
 
-SEGMENT_CHARS = 1500  # a frozen piece is at least this long: fewer documents to stack
-CODE_PIECE_LINES = 16  # lines of an open code block frozen together
+SEGMENT_CHARS = 200  # a frozen piece is at least this long: fewer documents to stack
+CODE_PIECE_LINES = 4  # lines of an open code block frozen together
 
 
 @dataclass(eq=False)

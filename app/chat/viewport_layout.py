@@ -20,12 +20,18 @@ from app.chat.message_layout import column_width
 from app.chat.message_rows import MessageRows, Row
 
 MEASURE_SLICE_S = 0.008  # background measuring per event-loop turn
-# Streamed text may take this share of the GUI thread (its layouts and the paints they
-# cause): on two cores every millisecond here is taken from llama.cpp's threads, and the
-# one left waiting spins, so the window costs decode two to four times what it spends. A
-# settle of 0.7 ms waits 33 ms (the engine's ~30 Hz anyway); one of 3 ms, 150 ms.
-STREAM_BUDGET = 0.02
-SLOW_SETTLE_MAX_REST_S = 0.25  # the longest wait between two streamed settles
+# While a reply streams, the GUI thread may use this share of one core: on two cores every
+# millisecond it runs is taken from llama.cpp's threads (and the one left waiting at the
+# next barrier spins), so it shows in decode tokens/s about one for one. Measured as the
+# thread's CPU time, which counts what a wall clock around the settle missed: the paints
+# and the backing store's flush to the X server that follow it, the deltas in between, and
+# whatever else the window did meanwhile. A settle that costs 3 ms all told waits 0.2 s.
+STREAM_BUDGET = 0.015
+SLOW_SETTLE_MAX_REST_S = 0.4  # the longest wait between two streamed settles
+# How often the engine sends a streaming reply's text to the window: each delta wakes the
+# GUI thread, and the view shows text no more often on two cores (it settles every
+# 0.1-0.4 s), so more deltas would cost wakeups and show nothing sooner.
+STREAM_TEXT_INTERVAL_S = 0.1
 
 
 class ViewportLayout(QObject):
@@ -40,6 +46,7 @@ class ViewportLayout(QObject):
         viewport: QWidget,
         measure: Callable[[Row, bool], None],
         apply_pending: Callable[[], None],
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         super().__init__(viewport)
         self._rows = rows
@@ -47,13 +54,15 @@ class ViewportLayout(QObject):
         self._viewport = viewport
         self._measure = measure
         self._apply_pending = apply_pending
+        self._cpu_clock = cpu_clock  # this (the GUI) thread's CPU seconds
         self.follow = True  # stick to the bottom while the user has not scrolled up
         self.adjusting = False  # the scrollbar moves because of a layout, not the user
         self._measuring = False
         self._settle_posted = False
         self._next_settle = 0.0  # perf_counter() before which a settle_later() waits
         self._settled_at = 0.0  # when the last streamed settle ended
-        self._settle_cost = 0.0  # its cost, and the cost of the paints since
+        self._cpu_at_settle = 0.0  # the thread's CPU time then
+        self._cycle_cpu = 0.0  # its CPU from the settle before to the end of that one
         self._slow = QTimer(self)
         self._slow.setSingleShot(True)
         self._slow.timeout.connect(self._settle_if_posted)
@@ -85,11 +94,13 @@ class ViewportLayout(QObject):
         """Settle on the next event-loop turn, once however often this is asked for until
         then (as update() does for painting).
 
-        Streamed text is paced by what it costs: after a settle (and the paint it caused)
-        costing ``c``, the next waits until ``c / STREAM_BUDGET`` has passed (at most
-        ``SLOW_SETTLE_MAX_REST_S``). A cheap settle is never put off beyond the engine's
-        ~30 Hz; a slow machine, or a tail that is one long paragraph or table, gets fewer,
-        larger updates, so decode, input and painting keep up."""
+        Streamed text is paced by what it costs: when the GUI thread used ``c`` CPU
+        seconds from one streamed settle to the end of the next (that settle, the paints
+        and deltas between, anything else), the one after waits until ``c /
+        STREAM_BUDGET`` has passed since (at most ``SLOW_SETTLE_MAX_REST_S``). A fast
+        machine gets updates as often as the engine sends text; a slow one, or a tail that
+        is one long paragraph or table, gets fewer, larger updates, so decode, input and
+        painting keep up."""
         if self._settle_posted:
             return
         self._settle_posted = True
@@ -112,23 +123,17 @@ class ViewportLayout(QObject):
     def settle_now(self) -> None:
         """What ``settle_later`` asked for, now."""
         self._settle_posted = False
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), self._cpu_clock()
         self._apply_pending()
         self.settle(repaint=False)
-        ended = time.perf_counter()
-        self._settled_at, self._settle_cost = ended, ended - started
-        self._pace()
-
-    def note_paint(self, seconds: float) -> None:
-        """A paint took ``seconds``: what follows a streamed settle counts toward its cost."""
-        if self._settle_posted or self._settled_at == 0.0:
-            return
-        self._settle_cost += seconds
-        self._pace()
-
-    def _pace(self) -> None:
-        rest = min(SLOW_SETTLE_MAX_REST_S, self._settle_cost / STREAM_BUDGET)
-        self._next_settle = self._settled_at + rest
+        ended, cpu = time.perf_counter(), self._cpu_clock()
+        if started - self._settled_at > 2 * SLOW_SETTLE_MAX_REST_S:
+            # The first of a stream (or after a pause): what came before it was not text.
+            self._cycle_cpu = cpu - cpu_started
+        else:
+            self._cycle_cpu = cpu - self._cpu_at_settle
+        self._settled_at, self._cpu_at_settle = ended, cpu
+        self._next_settle = ended + min(SLOW_SETTLE_MAX_REST_S, self._cycle_cpu / STREAM_BUDGET)
 
     def set_scroll(self, value: int) -> None:
         self.adjusting = True

@@ -208,29 +208,43 @@ def test_long_streaming_reply_renders_in_pieces(qtbot, view: MessageView) -> Non
     assert view.code_blocks("r") == tuple(f"x = {k}" for k in range(30))
 
 
-def test_streamed_settles_are_paced_by_what_they_cost(qtbot, view: MessageView) -> None:
-    """After a settle and its paints cost c, the next streamed settle waits c / STREAM_BUDGET
-    (capped), so a slow machine gets fewer, larger updates and decode keeps its CPU."""
+def test_streamed_settles_are_paced_by_the_gui_threads_cpu(qtbot, view: MessageView) -> None:
+    """The GUI thread's CPU from one streamed settle to the end of the next (that settle,
+    the paints and deltas between, anything else) sets the wait before the one after:
+    c / STREAM_BUDGET, capped; so a slow machine gets fewer, larger updates and decode keeps
+    its CPU. The first settle of a stream counts only itself."""
     from app.chat import viewport_layout
 
     scroll = view._scroll
+    cpu = [10.0]
+    scroll._cpu_clock = lambda: cpu[0]
     view.set_messages([MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)])
     view.append_delta("r", "Hello")
+    cpu[0] += 5.0  # before the stream: not counted
     scroll.settle_now()
-    settled = scroll._settled_at
-    cost = scroll._settle_cost
-    assert scroll._next_settle == pytest.approx(settled + min(0.25, cost / viewport_layout.STREAM_BUDGET))
-    scroll.note_paint(0.003)  # the paint that followed counts too
-    paced = min(0.25, (cost + 0.003) / viewport_layout.STREAM_BUDGET)
-    assert scroll._next_settle == pytest.approx(settled + paced)
-    scroll.note_paint(1.0)
-    assert scroll._next_settle == pytest.approx(settled + viewport_layout.SLOW_SETTLE_MAX_REST_S)
-    # A delta now waits for the slow timer instead of the next event-loop turn...
+    assert scroll._next_settle == pytest.approx(scroll._settled_at)
+    cpu[0] += 0.003  # paints and deltas after it
     view.append_delta("r", " world")
+    assert not scroll._slow.isActive()  # no wait: on the next event-loop turn
+    scroll.settle_now()
+    assert scroll._next_settle == pytest.approx(scroll._settled_at + 0.003 / viewport_layout.STREAM_BUDGET)
+    assert 0.1 < 0.003 / viewport_layout.STREAM_BUDGET < viewport_layout.SLOW_SETTLE_MAX_REST_S
+    # A delta now waits for the slow timer instead of the next event-loop turn...
+    view.append_delta("r", "!")
     assert scroll._slow.isActive()
     # ...and is shown when it fires.
     qtbot.waitUntil(lambda: not scroll._settle_posted, timeout=2000)
-    assert view.messages()[-1].text == "Hello world"
+    assert view.messages()[-1].text == "Hello world!"
+    cpu[0] += 1.0
+    view.append_delta("r", "?")
+    scroll.settle_now()
+    assert scroll._next_settle == pytest.approx(scroll._settled_at + viewport_layout.SLOW_SETTLE_MAX_REST_S)
+    # After a pause (a new reply), what the thread did meanwhile is not charged to the text.
+    scroll._settled_at -= 2 * viewport_layout.SLOW_SETTLE_MAX_REST_S + 0.1
+    cpu[0] += 1.0
+    view.append_delta("r", ".")
+    scroll.settle_now()
+    assert scroll._next_settle == pytest.approx(scroll._settled_at)
 
 
 def test_stable_prefix_end() -> None:
