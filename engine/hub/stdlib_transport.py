@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ssl
+import threading
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -36,7 +37,7 @@ def body_client(like: httpx.Client) -> httpx.Client:
     (huggingface_hub's session: offline mode, request ids), following redirects as it does."""
     trust_env = like.trust_env
     return httpx.Client(
-        transport=StdlibTransport(httpx.create_ssl_context(verify=True, trust_env=trust_env)),
+        transport=StdlibTransport(trust_env=trust_env),
         follow_redirects=True,
         timeout=None,
         event_hooks=like.event_hooks,
@@ -45,8 +46,20 @@ def body_client(like: httpx.Client) -> httpx.Client:
 
 
 class StdlibTransport(httpx.BaseTransport):
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
-        self._ssl = ssl_context or httpx.create_ssl_context()
+    """Verifies certificates as httpx does by default (certifi, or ``SSL_CERT_FILE`` and
+    ``SSL_CERT_DIR`` with ``trust_env``)."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None, *, trust_env: bool = True) -> None:
+        self._ssl = ssl_context
+        self._trust_env = trust_env
+        self._lock = threading.Lock()
+
+    def ssl_context(self) -> ssl.SSLContext:
+        # Made at the first https request: loading the certificates takes 50 ms.
+        with self._lock:
+            if self._ssl is None:
+                self._ssl = httpx.create_ssl_context(verify=True, trust_env=self._trust_env)
+            return self._ssl
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -55,7 +68,7 @@ class StdlibTransport(httpx.BaseTransport):
         conn: http.client.HTTPConnection
         if url.scheme == "https":
             conn = http.client.HTTPSConnection(url.host, port or 443, timeout=timeout.get("connect"),
-                                               context=self._ssl)  # fmt: skip
+                                               context=self.ssl_context())  # fmt: skip
         elif url.scheme == "http":
             conn = http.client.HTTPConnection(url.host, port or 80, timeout=timeout.get("connect"))
         else:
