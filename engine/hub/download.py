@@ -377,8 +377,11 @@ class Downloader:
                     raise _Transient(HubProtocolError(f"The server sent the wrong byte range for {f.name}."))
             # Unbuffered: chunks are large, and a full disk must fail in write(), not in close().
             with open(part, "r+b" if have else "wb", buffering=0) as out:
-                out.seek(have)
-                out.truncate()
+                if have:
+                    out.seek(have)
+                    out.truncate()
+                # else "wb" has emptied it: a truncate to zero would make ext4 (auto_da_alloc)
+                # start writing the whole part out when it is closed, 50 ms of a 250 MB file.
                 read = readinto_of(response) or _ChunkReader(response.iter_raw()).readinto
                 pool = _BufferPool(SINK_BUFFERS, SINK_BATCH)
                 sink = _Sink(out, pool)
