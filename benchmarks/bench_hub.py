@@ -15,7 +15,8 @@
   through the list and 50 scrolls to its end (the list takes its rows a page at a time as
   it is scrolled there). Target: no stall of 50 ms or more.
 
-Run: ``.venv/bin/python -m benchmarks.bench_hub`` (writes ``benchmarks/results/hub.json``).
+Run: ``.venv/bin/python -m benchmarks.bench_hub`` (writes ``benchmarks/results/hub.json``);
+``--only download`` runs one part (repeatable) and writes only where ``--out`` says.
 """
 
 from __future__ import annotations
@@ -242,31 +243,47 @@ def _gui_search(url: str, root: Path, results: int) -> dict[str, object]:
         "fill_s": round(fill_s, 2),
         "max_stall_ms": max(gaps),
         "max_stall_filling_ms": max(fill_gaps, default=0),
-        "max_stall_scrolling_ms": max(gaps[len(fill_gaps):], default=0),
+        "max_stall_scrolling_ms": max(gaps[len(fill_gaps) :], default=0),
         "p99_stall_ms": ordered[int(len(ordered) * 0.99)],
         "timer_ticks": len(gaps),
         "meets_50_ms": max(gaps) < 50,
     }
 
 
-def main() -> int:
+SECTIONS = ("remote_plans", "download", "download_at_1_gbit", "gui_search_50000")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--only", action="append", choices=SECTIONS, help="run just this part (repeatable)")
+    parser.add_argument(
+        "--out", type=Path, help=f"where the JSON goes (default: {RESULTS.name}, but none with --only)"
+    )
+    args = parser.parse_args(argv)
+    only = set(args.only or SECTIONS)
+    # A partial run must not overwrite the full results.
+    out = args.out or (None if args.only else RESULTS)
     root = Path(tempfile.mkdtemp(prefix="bench-hub-", dir=REPO / ".test-cache" if GEMMA.is_file() else None))
+    result: dict[str, object] = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()}}
     try:
-        hub = _hub(root)
-        access = HubAccess(hub.url)
-        result = {
-            "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-            "remote_plans": bench_remote_plans(hub, access, root / "headers"),
-            "download": bench_download(root),
+        if "remote_plans" in only:
+            hub = _hub(root)
+            result["remote_plans"] = bench_remote_plans(hub, HubAccess(hub.url), root / "headers")
+            hub.stop()
+        if "download" in only:
+            result["download"] = bench_download(root)
+        if "download_at_1_gbit" in only:
             # A 1 Gb/s link: what a real download from the Hub is limited by.
-            "download_at_1_gbit": bench_download(root, runs=3, link_bytes_per_s=125_000_000),
-            "gui_search_50000": bench_gui_search(root),
-        }
-        hub.stop()
+            result["download_at_1_gbit"] = bench_download(root, runs=3, link_bytes_per_s=125_000_000)
+        if "gui_search_50000" in only:
+            result["gui_search_50000"] = bench_gui_search(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
     json.dump(result, sys.stdout, indent=2)
     print()
     return 0

@@ -41,7 +41,8 @@ from engine.units import format_bytes
 
 STAGING = ".hearth-downloads"
 CHUNK = 1 << 20
-SINK_BATCH = 1 << 20  # bytes handed to the writer thread at a time
+SINK_BATCH = 1 << 20  # the size of a receive buffer, handed to the writer thread when full
+SINK_BUFFERS = 4
 SINK_FLUSH_S = 0.2
 SPACE_MARGIN = 64 << 20  # keep some room: a full disk breaks more than this download
 _REPORT_EVERY_S = 0.1
@@ -189,10 +190,16 @@ class Downloader:
 
     @property
     def session(self) -> Any:
+        """The client the bodies come through: given, or one on the standard library's
+        ``http.client`` (engine/hub/stdlib_transport.py) with huggingface_hub's hooks; its
+        bodies are read straight into this module's buffers, where httpx's own transport
+        cost more than the SHA-256 at loopback speed."""
         if self._session is None:
             from huggingface_hub import get_session
 
-            self._session = get_session()
+            from engine.hub.stdlib_transport import body_client
+
+            self._session = body_client(get_session())
         return self._session
 
     # -- the parts on disk ----------------------------------------------------------------
@@ -340,6 +347,8 @@ class Downloader:
         """One request from ``have``; returns the new size of the part."""
         import httpx
 
+        from engine.hub.stdlib_transport import readinto_of
+
         url = self.access.resolve_url(spec.repo_id, spec.commit, f.path)
         headers = {**self.access.headers(), "Accept-Encoding": "identity"}
         if have:
@@ -368,28 +377,35 @@ class Downloader:
                     raise _Transient(HubProtocolError(f"The server sent the wrong byte range for {f.name}."))
             # Unbuffered: chunks are large, and a full disk must fail in write(), not in close().
             with open(part, "r+b" if have else "wb", buffering=0) as out:
-                out.seek(have)
-                out.truncate()
-                sink = _Sink(out, hasher)
-                batch: list[bytes] = []
-                batched = 0
+                if have:
+                    out.seek(have)
+                    out.truncate()
+                # else "wb" has emptied it: a truncate to zero would make ext4 (auto_da_alloc)
+                # start writing the whole part out when it is closed, 50 ms of a 250 MB file.
+                read = readinto_of(response) or _ChunkReader(response.iter_raw()).readinto
+                pool = _BufferPool(SINK_BUFFERS, SINK_BATCH)
+                sink = _Sink(out, pool)
+                buffer, filled = pool.take(), 0
                 flushed = time.monotonic()
                 try:
-                    # As the network delivers it: a chunker would lose what it holds when the
-                    # connection drops.
-                    for chunk in response.iter_raw():
-                        if have + len(chunk) > f.size:
-                            # More than the file has: what fits is kept, the hash decides.
-                            chunk = chunk[: f.size - have]
-                        batch.append(chunk)
-                        batched += len(chunk)
-                        have += len(chunk)
-                        meter.add(len(chunk))
+                    while have < f.size:
+                        # Never more than the file has: the rest is not read at all.
+                        space = buffer[filled : filled + min(len(buffer) - filled, f.size - have)]
+                        # As the network delivers it: one read, what has arrived.
+                        n = read(space)
+                        if not n:
+                            break
+                        # Hashed here, just read and still in this core's cache; the sink
+                        # thread only writes.
+                        hasher.update(space[:n])
+                        filled += n
+                        have += n
+                        meter.add(n)
                         # A slow download reaches the disk often too: a kill loses little.
-                        if batched >= SINK_BATCH or time.monotonic() - flushed > SINK_FLUSH_S:
-                            sink.put(batch)
-                            batch, batched, flushed = [], 0, time.monotonic()
-                        if sink.error is not None or have >= f.size:
+                        if filled == len(buffer) or time.monotonic() - flushed > SINK_FLUSH_S:
+                            sink.put(buffer, filled)
+                            buffer, filled, flushed = pool.take(), 0, time.monotonic()
+                        if sink.error is not None:
                             break
                         if control.stop_requested:
                             raise _Stopped
@@ -402,8 +418,7 @@ class Downloader:
                     ) from None
                 finally:
                     # What came is kept, whatever ended the loop: a resume starts after it.
-                    if batch:
-                        sink.put(batch)
+                    sink.put(buffer, filled)
                     error = sink.close()
                     if error is not None:
                         if error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -420,24 +435,45 @@ class Downloader:
             response.close()
 
 
-class _Sink:
-    """Writes and hashes on its own thread while the download thread receives: hashing
-    releases the GIL, so the two overlap on two cores (a single thread reached 60% of
-    curl's throughput on loopback, where SHA-256 is the largest cost)."""
+class _BufferPool:
+    """A few reusable buffers: the receiving thread fills one while the sink writes the
+    others, and waits for one to come back when the disk is slower than the network. Fresh
+    buffers for every read cost page faults and cache misses that were a large part of a
+    download's time; past ~1 MiB a buffer no longer fits a core's cache and it is slower."""
 
-    def __init__(self, out: Any, hasher: Any) -> None:
+    def __init__(self, count: int, size: int) -> None:
+        self.size = size
+        self._free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
+        for _ in range(count):
+            self._free.put(memoryview(bytearray(size)))
+
+    def take(self) -> memoryview:
+        return self._free.get()
+
+    def give(self, buffer: memoryview) -> None:
+        self._free.put(buffer)
+
+
+class _Sink:
+    """Writes on its own thread while the download thread receives and hashes: the two
+    overlap on two cores, and a disk that stalls does not stall the socket."""
+
+    def __init__(self, out: Any, pool: _BufferPool) -> None:
         self.out = out
-        self.hasher = hasher
+        self.pool = pool
         self.written = 0
         self.error: OSError | None = None
-        self._queue: queue.Queue[list[bytes] | None] = queue.Queue(maxsize=8)
+        self._queue: queue.SimpleQueue[tuple[memoryview, int] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="hearth-download-sink", daemon=True)
         self._thread.start()
 
-    def put(self, chunks: list[bytes]) -> None:
-        # A list, not one joined buffer: joining would copy every byte once more.
-        if self.error is None:
-            self._queue.put(chunks)
+    def put(self, buffer: memoryview, filled: int) -> None:
+        """Write ``buffer[:filled]``; the buffer goes back to the pool once written (or not,
+        after a write failed)."""
+        if filled and self.error is None:
+            self._queue.put((buffer, filled))
+        else:
+            self.pool.give(buffer)
 
     def close(self) -> OSError | None:
         self._queue.put(None)
@@ -445,17 +481,35 @@ class _Sink:
         return self.error
 
     def _run(self) -> None:
-        while (chunks := self._queue.get()) is not None:
-            for data in chunks:
-                if self.error is not None:
-                    break
+        while (item := self._queue.get()) is not None:
+            buffer, filled = item
+            if self.error is None:
                 try:
-                    _write_all(self.out, data)
+                    _write_all(self.out, buffer[:filled])
+                    self.written += filled
                 except OSError as exc:
                     self.error = exc
-                    break
-                self.hasher.update(data)
-                self.written += len(data)
+            self.pool.give(buffer)  # after a failure too: the receiver may be waiting for one
+
+
+class _ChunkReader:
+    """``readinto`` over an iterator of byte chunks (httpx's own transport, which a proxy
+    from the environment is sent through)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._rest = memoryview(b"")
+
+    def readinto(self, view: memoryview) -> int:
+        while not self._rest:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._rest = memoryview(chunk)
+        n = min(len(view), len(self._rest))
+        view[:n] = self._rest[:n]
+        self._rest = self._rest[n:]
+        return n
 
 
 class _Meter:

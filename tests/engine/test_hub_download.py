@@ -298,6 +298,7 @@ def test_a_raised_limit_starts_queued_downloads_at_once(tmp_path: Path, fake_hub
     listing = HubClient(hub_access).repo_files(TINY_REPO)
     keys = [manager.enqueue(DownloadSpec.of(TINY_REPO, listing.commit, q)) for q in listing.quants]
     deadline = time.monotonic() + 10
+
     def states() -> list[DownloadState]:
         return [p.state for k in keys if (p := manager.progress(k)) is not None]
 
@@ -400,3 +401,89 @@ def test_a_file_kept_in_git_is_checked_against_its_blob_id(
     spec = DownloadSpec.of(listing.repo_id, listing.commit, listing.quants[0])
     with pytest.raises(ChecksumMismatch, match="failed its git SHA-1 check"):
         _downloader(hub_access, tmp_path / "again").run(spec)
+
+
+# -- the receive path: buffers, the sink, httpx's own transport --------------------------------
+
+
+def test_a_drop_in_the_middle_of_a_buffer_keeps_exactly_the_bytes_that_came(
+    tmp_path: Path, fake_hub: FakeHub, hub_access: HubAccess, hub_files: dict[str, Path]
+) -> None:
+    spec = _spec(hub_access)
+    drop = min(download_module.SINK_BATCH + 12_345, spec.total_size // 2)  # past a buffer's end if it can
+    assert drop % download_module.SINK_BATCH  # not at a buffer's edge
+    fake_hub.faults.drop_at = drop
+    with pytest.raises(HubError, match="Gave up after 0 retries"):
+        _downloader(hub_access, tmp_path, retries=0).run(spec)
+    part = next((tmp_path / STAGING).glob("*.part"))
+    assert part.read_bytes() == hub_files["q8"].read_bytes()[:drop]
+
+
+def test_the_sink_gives_every_buffer_back_after_a_failed_write_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[int] = []
+
+    def fail_second(out, data) -> None:
+        writes.append(len(data))
+        if len(writes) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        out.write(data)
+
+    monkeypatch.setattr(download_module, "_write_all", fail_second)
+    pool = download_module._BufferPool(2, 8)
+    with open(tmp_path / "out", "wb", buffering=0) as out:
+        sink = download_module._Sink(out, pool)
+        for i in range(6):  # more puts than buffers: each one waits for one to come back
+            buffer = pool.take()
+            buffer[:3] = bytes([i]) * 3
+            sink.put(buffer, 3)
+        sink.put(pool.take(), 0)  # an empty buffer goes straight back
+        error = sink.close()
+    assert error is not None and error.errno == errno.ENOSPC
+    assert (tmp_path / "out").read_bytes() == b"\0\0\0" and sink.written == 3
+    assert writes == [3, 3]  # nothing written after the failure
+    assert [len(pool.take()), len(pool.take())] == [8, 8]
+
+
+def test_chunks_are_read_into_buffers_of_any_size() -> None:
+    reader = download_module._ChunkReader(iter([b"abcde", b"", b"fg", b"hijklmn"]))
+    buffer = memoryview(bytearray(3))
+    got = []
+    while n := reader.readinto(buffer):
+        got.append(bytes(buffer[:n]))
+    assert got == [b"abc", b"de", b"fg", b"hij", b"klm", b"n"]
+    assert reader.readinto(buffer) == 0
+
+
+def test_the_default_session_reads_bodies_into_the_buffers(
+    tmp_path: Path, hub_access: HubAccess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not through httpx's own transport: that one (a proxy's) is the slower path."""
+    used: list[bool] = []
+    real = download_module._ChunkReader.readinto
+    monkeypatch.setattr(
+        download_module._ChunkReader, "readinto", lambda self, view: used.append(True) or real(self, view)
+    )
+    assert _downloader(hub_access, tmp_path).run(_spec(hub_access)).state is DownloadState.DONE
+    assert used == []
+
+
+@pytest.mark.parametrize("fault", ["none", "drop", "lie", "truncate"])
+def test_httpx_s_own_transport_still_downloads_and_resumes(
+    tmp_path: Path, fake_hub: FakeHub, hub_access: HubAccess, hub_files: dict[str, Path], fault: str
+) -> None:
+    """As when a proxy from the environment is mounted on httpx's transport."""
+    import httpx
+
+    if fault == "drop":
+        fake_hub.faults.drop_at = 200_000
+    elif fault == "lie":
+        fake_hub.faults.lie_length, fake_hub.faults.lies = 5000, 2
+    elif fault == "truncate":
+        fake_hub.faults.drop_at, fake_hub.faults.truncate_ranges = 100_000, 2
+    with httpx.Client(follow_redirects=True) as session:
+        final = _downloader(hub_access, tmp_path, session=session).run(_spec(hub_access))
+    assert final.state is DownloadState.DONE and _sha(final.target) == _sha(hub_files["q8"])
+    if fault == "drop":
+        assert _cdn_ranges(fake_hub)[1] == "bytes=200000-"
