@@ -8,7 +8,8 @@ the Hub publishes: parts 2..N are renamed first, the first part last, each atomi
 
 huggingface_hub's ``hf_hub_download`` resumes too, but it cannot be paused or cancelled
 from another thread, reports progress only to tqdm and does not check the SHA-256; so the
-loop is here, on huggingface_hub's own HTTP session, URLs and headers.
+loop is here, on huggingface_hub's URLs, headers and session hooks, its bodies read through
+``engine.hub.stdlib_transport`` into the buffers of ``engine.hub.download_buffers``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import errno
 import hashlib
 import json
 import os
-import queue
 import shutil
 import threading
 import time
@@ -36,6 +36,7 @@ from engine.errors import (
     NotEnoughSpace,
 )
 from engine.hub.access import HubAccess, status_error
+from engine.hub.download_buffers import BufferPool, ChunkReader, Sink
 from engine.hub.files import HubFile, QuantOption, safe_target
 from engine.units import format_bytes
 
@@ -382,9 +383,9 @@ class Downloader:
                     out.truncate()
                 # else "wb" has emptied it: a truncate to zero would make ext4 (auto_da_alloc)
                 # start writing the whole part out when it is closed, 50 ms of a 250 MB file.
-                read = readinto_of(response) or _ChunkReader(response.iter_raw()).readinto
-                pool = _BufferPool(SINK_BUFFERS, SINK_BATCH)
-                sink = _Sink(out, pool)
+                read = readinto_of(response) or ChunkReader(response.iter_raw()).readinto
+                pool = BufferPool(SINK_BUFFERS, SINK_BATCH)
+                sink = Sink(out, pool)
                 buffer, filled = pool.take(), 0
                 flushed = time.monotonic()
                 try:
@@ -433,83 +434,6 @@ class Downloader:
             return have
         finally:
             response.close()
-
-
-class _BufferPool:
-    """A few reusable buffers: the receiving thread fills one while the sink writes the
-    others, and waits for one to come back when the disk is slower than the network. Fresh
-    buffers for every read cost page faults and cache misses that were a large part of a
-    download's time; past ~1 MiB a buffer no longer fits a core's cache and it is slower."""
-
-    def __init__(self, count: int, size: int) -> None:
-        self.size = size
-        self._free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
-        for _ in range(count):
-            self._free.put(memoryview(bytearray(size)))
-
-    def take(self) -> memoryview:
-        return self._free.get()
-
-    def give(self, buffer: memoryview) -> None:
-        self._free.put(buffer)
-
-
-class _Sink:
-    """Writes on its own thread while the download thread receives and hashes: the two
-    overlap on two cores, and a disk that stalls does not stall the socket."""
-
-    def __init__(self, out: Any, pool: _BufferPool) -> None:
-        self.out = out
-        self.pool = pool
-        self.written = 0
-        self.error: OSError | None = None
-        self._queue: queue.SimpleQueue[tuple[memoryview, int] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="hearth-download-sink", daemon=True)
-        self._thread.start()
-
-    def put(self, buffer: memoryview, filled: int) -> None:
-        """Write ``buffer[:filled]``; the buffer goes back to the pool once written (or not,
-        after a write failed)."""
-        if filled and self.error is None:
-            self._queue.put((buffer, filled))
-        else:
-            self.pool.give(buffer)
-
-    def close(self) -> OSError | None:
-        self._queue.put(None)
-        self._thread.join()
-        return self.error
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            buffer, filled = item
-            if self.error is None:
-                try:
-                    _write_all(self.out, buffer[:filled])
-                    self.written += filled
-                except OSError as exc:
-                    self.error = exc
-            self.pool.give(buffer)  # after a failure too: the receiver may be waiting for one
-
-
-class _ChunkReader:
-    """``readinto`` over an iterator of byte chunks (httpx's own transport, which a proxy
-    from the environment is sent through)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._rest = memoryview(b"")
-
-    def readinto(self, view: memoryview) -> int:
-        while not self._rest:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._rest = memoryview(chunk)
-        n = min(len(view), len(self._rest))
-        view[:n] = self._rest[:n]
-        self._rest = self._rest[n:]
-        return n
 
 
 class _Meter:
@@ -564,15 +488,6 @@ def _exclusive(lock: Path, spec: DownloadSpec) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def _write_all(out: Any, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = out.write(view)
-        if not n:
-            raise OSError(errno.ENOSPC, "short write")
-        view = view[n:]
 
 
 def _size(path: Path) -> int:

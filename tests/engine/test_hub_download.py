@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import engine.hub.download as download_module
+import engine.hub.download_buffers as download_buffers
 from engine.errors import ChecksumMismatch, HubAccessDenied, HubError, NotEnoughSpace, UnsafeFileName
 from engine.hub import (
     DownloadControl,
@@ -132,7 +133,7 @@ def test_too_little_space_is_refused_before_a_byte_moves(tmp_path: Path, fake_hu
 def test_a_disk_filling_up_midway_keeps_the_part_for_later(
     tmp_path: Path, hub_access: HubAccess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = download_module._write_all
+    real = download_buffers.write_all
     written = {"n": 0}
 
     def full_disk(out, data) -> None:
@@ -141,11 +142,11 @@ def test_a_disk_filling_up_midway_keeps_the_part_for_later(
         written["n"] += len(data)
         real(out, data)
 
-    monkeypatch.setattr(download_module, "_write_all", full_disk)
+    monkeypatch.setattr(download_buffers, "write_all", full_disk)
     with pytest.raises(NotEnoughSpace, match=r"The disk filled up while downloading tiny-llama-Q8_0\.gguf"):
         _downloader(hub_access, tmp_path).run(_spec(hub_access))
     assert _ggufs(tmp_path) == []
-    monkeypatch.setattr(download_module, "_write_all", real)
+    monkeypatch.setattr(download_buffers, "write_all", real)
     assert _downloader(hub_access, tmp_path).run(_spec(hub_access)).state is DownloadState.DONE
 
 
@@ -430,10 +431,10 @@ def test_the_sink_gives_every_buffer_back_after_a_failed_write_too(
             raise OSError(errno.ENOSPC, "No space left on device")
         out.write(data)
 
-    monkeypatch.setattr(download_module, "_write_all", fail_second)
-    pool = download_module._BufferPool(2, 8)
+    monkeypatch.setattr(download_buffers, "write_all", fail_second)
+    pool = download_buffers.BufferPool(2, 8)
     with open(tmp_path / "out", "wb", buffering=0) as out:
-        sink = download_module._Sink(out, pool)
+        sink = download_buffers.Sink(out, pool)
         for i in range(6):  # more puts than buffers: each one waits for one to come back
             buffer = pool.take()
             buffer[:3] = bytes([i]) * 3
@@ -447,7 +448,7 @@ def test_the_sink_gives_every_buffer_back_after_a_failed_write_too(
 
 
 def test_chunks_are_read_into_buffers_of_any_size() -> None:
-    reader = download_module._ChunkReader(iter([b"abcde", b"", b"fg", b"hijklmn"]))
+    reader = download_buffers.ChunkReader(iter([b"abcde", b"", b"fg", b"hijklmn"]))
     buffer = memoryview(bytearray(3))
     got = []
     while n := reader.readinto(buffer):
@@ -461,9 +462,9 @@ def test_the_default_session_reads_bodies_into_the_buffers(
 ) -> None:
     """Not through httpx's own transport: that one (a proxy's) is the slower path."""
     used: list[bool] = []
-    real = download_module._ChunkReader.readinto
+    real = download_buffers.ChunkReader.readinto
     monkeypatch.setattr(
-        download_module._ChunkReader, "readinto", lambda self, view: used.append(True) or real(self, view)
+        download_buffers.ChunkReader, "readinto", lambda self, view: used.append(True) or real(self, view)
     )
     assert _downloader(hub_access, tmp_path).run(_spec(hub_access)).state is DownloadState.DONE
     assert used == []
