@@ -29,17 +29,16 @@ from app.chat import (
     Composer,
     ConversationList,
     ConversationSummary,
-    ImageThumb,
     MessageData,
     MessageState,
     MessageView,
     ReplyStats,
     SamplingPanel,
     SamplingSettings,
-    Thought,
 )
 from app.chat.lru import LruCache
 from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
+from app.message_presentation import view_message
 from app.model_session import ModelSession
 from app.reply_in_flight import ReplyInFlight, ReplyStage
 from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
@@ -79,15 +78,6 @@ WAIT_TO_REGENERATE = "Wait for the reply, or stop it (Esc), before regenerating.
 
 # Makes the reply row: begin_reply, regenerate_reply or resume_reply, given who writes it.
 StartReply = Callable[[ReplyModel, dict[str, Any]], Message]
-
-_VIEW_STATE = {
-    StoredState.COMPLETE: MessageState.DONE,
-    StoredState.STREAMING: MessageState.STREAMING,
-    StoredState.INTERRUPTED: MessageState.INTERRUPTED,
-    StoredState.FAILED: MessageState.FAILED,
-    StoredState.CANCELLED: MessageState.CANCELLED,
-}
-
 
 def too_long_message(size: PromptSize) -> str:
     return (
@@ -755,35 +745,8 @@ class ChatController(QObject):
 
     def _view_message(self, message: Message) -> MessageData:
         stream = self._streams.get(message.conversation_id)
-        stats = ReplyStats.from_dict(message.stats) if message.stats else None
-        images = tuple(
-            ImageThumb(ref.read_bytes(), ref.path.name) for ref in message.images if ref.path.exists()
-        )
-        if stream is not None and stream.message_id == message.id:
-            thought = stream.thought()
-            text, state = (
-                stream.text,
-                MessageState.STREAMING if stream.text or thought else MessageState.PENDING,
-            )
-        else:
-            text, state = message.text, _VIEW_STATE.get(message.state, MessageState.DONE)
-            thinking = message.thinking
-            thought = Thought(thinking.text, thinking.tokens, thinking.seconds) if thinking.text else None
-        return MessageData(
-            message.id,
-            message.role,
-            text,
-            state,
-            images,
-            stats,
-            message.error or "",
-            author=_author(message),
-            author_details=_author_details(message),
-            version=message.version,
-            version_count=message.version_count,
-            can_regenerate=not self._would_fail_again(message),
-            thought=thought,
-        )
+        streaming = stream if stream is not None and stream.message_id == message.id else None
+        return view_message(message, streaming, can_regenerate=not self._would_fail_again(message))
 
     def _would_fail_again(self, message: Message) -> bool:
         """A reply that failed for want of context, while the model still has no more."""
@@ -795,24 +758,3 @@ class ChatController(QObject):
 def _writer(model: ChatModel) -> ReplyModel:
     label = model.label
     return ReplyModel(label.name, label.source, label.detail)
-
-
-def _author(message: Message) -> str:
-    """``Tiny Llama · F32`` over a reply; "" when who wrote it was not recorded."""
-    model = message.model
-    if model is None:
-        return ""
-    quantization = model.quantization
-    if not quantization or quantization == "unknown" or quantization.casefold() in model.name.casefold():
-        return model.name
-    return f"{model.name} · {quantization}"
-
-
-def _author_details(message: Message) -> str:
-    """The file and the sampling settings a reply was written with."""
-    lines = []
-    if message.model is not None and message.model.file:
-        lines.append(message.model.file)
-    if message.sampling:
-        lines.append(SamplingSettings.from_dict(message.sampling).summary())
-    return "\n".join(lines)
