@@ -108,9 +108,7 @@ class ActiveRequest:
         the request's text interval (else ``DELTA_INTERVAL``) has passed (or now, with
         ``force``); None while nothing is due. A forced delta may carry only
         log-probabilities (tokens whose text was held back)."""
-        interval = self.request.text_interval_s
-        if interval is None:
-            interval = DELTA_INTERVAL
+        interval = self.request.text_interval(DELTA_INTERVAL)
         if not force and (not self.pending_text or now - self.t_last_flush < interval):
             return None
         if not self.pending_text and not self.pending_logprobs:

@@ -135,6 +135,10 @@ class ChatRequest:
         object.__setattr__(self, "stop", tuple(clean_text(s, "A stop string") for s in self.stop))
         object.__setattr__(self, "owner", clean_text(self.owner, "The owner"))
 
+    def text_interval(self, default: float = DEFAULT_TEXT_INTERVAL_S) -> float:
+        """The shortest time between two of this request's text deltas."""
+        return default if self.text_interval_s is None else self.text_interval_s
+
     def validate(self) -> None:
         if not self.messages and self.prompt is None:
             raise InvalidChatRequest("A request needs messages or a prompt.")

@@ -62,7 +62,6 @@ class ViewportLayout(QObject):
         self._next_settle = 0.0  # perf_counter() before which a settle_later() waits
         self._settled_at = 0.0  # when the last streamed settle ended
         self._cpu_at_settle = 0.0  # the thread's CPU time then
-        self._cycle_cpu = 0.0  # its CPU from the settle before to the end of that one
         self._slow = QTimer(self)
         self._slow.setSingleShot(True)
         self._slow.timeout.connect(self._settle_if_posted)
@@ -127,13 +126,11 @@ class ViewportLayout(QObject):
         self._apply_pending()
         self.settle(repaint=False)
         ended, cpu = time.perf_counter(), self._cpu_clock()
-        if started - self._settled_at > 2 * SLOW_SETTLE_MAX_REST_S:
-            # The first of a stream (or after a pause): what came before it was not text.
-            self._cycle_cpu = cpu - cpu_started
-        else:
-            self._cycle_cpu = cpu - self._cpu_at_settle
+        # The first of a stream (or after a pause) counts itself: what came before was not text.
+        first = started - self._settled_at > 2 * SLOW_SETTLE_MAX_REST_S
+        cycle = cpu - (cpu_started if first else self._cpu_at_settle)
         self._settled_at, self._cpu_at_settle = ended, cpu
-        self._next_settle = ended + min(SLOW_SETTLE_MAX_REST_S, self._cycle_cpu / STREAM_BUDGET)
+        self._next_settle = ended + min(SLOW_SETTLE_MAX_REST_S, cycle / STREAM_BUDGET)
 
     def set_scroll(self, value: int) -> None:
         self.adjusting = True

@@ -19,7 +19,6 @@ from engine.remote.endpoint import READ_TIMEOUT_S, RemoteEndpoint
 from engine.remote.errors import RemoteError, RemoteInterrupted, RemoteRefused, translate
 from engine.remote.wire import THINK_CLOSE, THINK_OPEN, chat_body, chunk_parts, stop_reason, timings
 from engine.requests import (
-    DEFAULT_TEXT_INTERVAL_S,
     ChatRequest,
     Completed,
     Completion,
@@ -44,8 +43,6 @@ class RemoteReply:
         self._text = ""  # everything that arrived (thinking in tags), for the Completion
         self._pending: list[str] = []  # pieces not yet published
         self._last_emit = 0.0
-        interval = self.request.text_interval_s
-        self._text_interval = DEFAULT_TEXT_INTERVAL_S if interval is None else interval
         self._in_reasoning = False
         self._t0 = time.monotonic()
         self._t_first: float | None = None
@@ -135,7 +132,7 @@ class RemoteReply:
                 self.handle._publish(Started())
             self._text += "".join(pieces)
             self._pending += pieces
-            if now - self._last_emit >= self._text_interval:
+            if now - self._last_emit >= self.request.text_interval():
                 self._flush_locked()
 
     def _close_reasoning(self) -> None:
