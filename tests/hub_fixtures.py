@@ -71,15 +71,13 @@ def populate(hub: FakeHub, files: dict[str, Path], gemma: Path | None) -> FakeHu
 
 
 @pytest.fixture(scope="session")
-def gemma_on_disk() -> Path | None:
-    from tests.conftest import TEST_CACHE
-
-    path = TEST_CACHE / "gemma-3-270m-q4_k_m.gguf"
-    return path if path.is_file() else None
+def gemma_on_disk(gemma_path: Path) -> Path:
+    """The real Gemma on the fake Hub: assembled by the suite itself, so no test skips for it."""
+    return gemma_path
 
 
 @pytest.fixture()
-def fake_hub(hub_files: dict[str, Path], gemma_on_disk: Path | None) -> Iterator[FakeHub]:
+def fake_hub(hub_files: dict[str, Path], gemma_on_disk: Path) -> Iterator[FakeHub]:
     hub = populate(FakeHub(), hub_files, gemma_on_disk).start()
     yield hub
     hub.stop()

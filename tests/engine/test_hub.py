@@ -234,9 +234,9 @@ def test_a_split_model_plans_from_every_parts_header(
     assert remote.info.total_file_size == listing.quants[0].total_size
 
 
-def test_gemma_plans_from_its_header_alone(fake_hub: FakeHub, hub_access: HubAccess, gemma_on_disk) -> None:
-    if gemma_on_disk is None:
-        pytest.skip("Gemma 3 270M is not in .test-cache")
+def test_gemma_plans_from_its_header_alone(
+    fake_hub: FakeHub, hub_access: HubAccess, gemma_on_disk: Path
+) -> None:
     listing = HubClient(hub_access).repo_files(GEMMA_REPO)
     fake_hub.clear_log()
     remote = inspect_remote(hub_access, listing, listing.find(GEMMA_FILE))

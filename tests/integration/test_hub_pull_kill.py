@@ -91,8 +91,8 @@ def test_sigkill_mid_download_then_resume(
 
 
 @pytest.mark.gemma
-def test_sigkill_mid_gemma_download_then_resume(tmp_path: Path, fake_hub: FakeHub, gemma_on_disk) -> None:
-    if gemma_on_disk is None:
-        pytest.skip("Gemma 3 270M is not in .test-cache")
+def test_sigkill_mid_gemma_download_then_resume(
+    tmp_path: Path, fake_hub: FakeHub, gemma_on_disk: Path
+) -> None:
     fake_hub.faults.trickle_bytes_per_s = 20_000_000
     _kill_then_resume(tmp_path, fake_hub, f"{GEMMA_REPO}:{GEMMA_FILE}", 30_000_000, gemma_on_disk)
