@@ -17,6 +17,7 @@ from app.widgets.settings_dialog import SettingsContext, SettingsDialog, Setting
 from engine import DownloadState, EngineError, plural
 
 if TYPE_CHECKING:
+    from app.chat.sampling_panel import SamplingSettings
     from app.main_window import MainWindow
 
 # A paused or failed download keeps its parts in the old folder's staging area to resume from.
@@ -49,6 +50,9 @@ def open_settings_dialog(window: MainWindow, page: SettingsPage | None = None) -
             hardware=window.planning_hardware(),
         )
         window.settings_dialog = SettingsDialog(context, window)
+        window.settings_dialog.general_page.defaults_changed.connect(
+            lambda settings: _show_defaults(window, settings)
+        )
     dialog = window.settings_dialog
     if page is not None:
         dialog.show_page(page)
@@ -56,6 +60,12 @@ def open_settings_dialog(window: MainWindow, page: SettingsPage | None = None) -
     dialog.raise_()
     dialog.activateWindow()
     return dialog
+
+
+def _show_defaults(window: MainWindow, settings: SamplingSettings) -> None:
+    """With no conversation shown, the chat's panel holds what the first one will start with."""
+    if window.chat.current_id is None:
+        window.sampling_panel.set_settings(settings)
 
 
 class WindowModelsFolder:

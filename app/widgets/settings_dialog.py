@@ -52,7 +52,7 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
-        self.resize(720, 560)
+        self.resize(780, 640)  # with its title bar, within a 1366×768 screen
         self.tabs = QTabWidget()
         self.general_page = GeneralPage(context.preferences, context.models_folder)
         self.hardware_page = HardwarePage(context.preferences, context.hardware)
@@ -70,6 +70,7 @@ class SettingsDialog(QDialog):
         save_row.addWidget(self.hub_save)
         hub_layout.addLayout(save_row)
         hub_layout.addStretch(1)
+        self.hub_page.layout().setContentsMargins(0, 0, 0, 0)
         self._tabs: dict[SettingsPage, QWidget] = {
             SettingsPage.GENERAL: self.general_page,
             SettingsPage.HARDWARE: self.hardware_page,

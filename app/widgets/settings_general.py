@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QHideEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -38,6 +39,8 @@ class ModelsFolder(Protocol):
 
 
 class GeneralPage(QWidget):
+    defaults_changed = Signal(object)  # SamplingSettings: what new conversations start with now
+
     def __init__(self, preferences: Preferences, models: ModelsFolder, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.preferences = preferences
@@ -66,12 +69,16 @@ class GeneralPage(QWidget):
         self.folder_error.setObjectName("modelsFolderError")
         self.folder_error.setStyleSheet(ERROR_STYLE)
         self.folder_error.setWordWrap(True)
+        self.folder_error.setVisible(False)
 
+        folder_field = QVBoxLayout()
+        folder_field.setSpacing(4)
+        folder_field.addLayout(folder_row)
+        folder_field.addWidget(folder_note)
+        folder_field.addWidget(self.folder_error)
         form = QFormLayout()
         form.addRow(self.load_last)
-        form.addRow("Models folder", folder_row)
-        form.addRow("", folder_note)
-        form.addRow("", self.folder_error)
+        form.addRow("Models folder", folder_field)
 
         self.defaults = SamplingPanel()
         self.defaults.setObjectName("newConversationDefaults")
@@ -82,6 +89,7 @@ class GeneralPage(QWidget):
 
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addSpacing(8)
         layout.addWidget(defaults_box, 1)
         self.show_settings()
 
@@ -90,7 +98,7 @@ class GeneralPage(QWidget):
         self.load_last.setChecked(self.preferences.load_last_model())
         self.load_last.blockSignals(False)
         self.models_folder.setText(str(self.models.current()))
-        self.folder_error.clear()
+        self._say("")
         self.defaults.set_settings(self.preferences.new_conversation_settings())
 
     def set_models_folder(self, folder: Path | str) -> bool:
@@ -98,11 +106,15 @@ class GeneralPage(QWidget):
         try:
             used = self.models.change(Path(folder))
         except EngineError as exc:
-            self.folder_error.setText(exc.message)
+            self._say(exc.message)
             return False
         self.models_folder.setText(str(used))
-        self.folder_error.clear()
+        self._say("")
         return True
+
+    def _say(self, error: str) -> None:
+        self.folder_error.setText(error)
+        self.folder_error.setVisible(bool(error))
 
     def _choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Models folder", str(self.models.current()))
@@ -114,6 +126,7 @@ class GeneralPage(QWidget):
         sampling = settings.to_dict()
         del sampling["system_prompt"]
         self.preferences.set_default_sampling(sampling)
+        self.defaults_changed.emit(settings)
 
     def hideEvent(self, event: QHideEvent) -> None:
         self.defaults.flush()  # a system prompt typed just before closing is kept

@@ -42,6 +42,7 @@ class HubSettingsPage(QWidget):
         self.error.setObjectName("hubSettingsError")
         self.error.setStyleSheet(ERROR_STYLE)
         self.error.setWordWrap(True)
+        self.error.setVisible(False)
         self.forget = QPushButton("Forget the token")
         self.forget.setObjectName("forgetToken")
         self.forget.clicked.connect(self._forget)
@@ -68,7 +69,7 @@ class HubSettingsPage(QWidget):
         self.token.setPlaceholderText("set" if has_token else NO_TOKEN)
         self.forget.setEnabled(has_token)
         self.parallel.setValue(settings.max_parallel)
-        self.error.clear()
+        self._say("")
 
     def save(self) -> bool:
         try:
@@ -76,8 +77,8 @@ class HubSettingsPage(QWidget):
             save_settings(self.controller.paths, replace(settings, max_parallel=self.parallel.value()))
             if self.token.text().strip():
                 store_token(self.token.text())
-        except (EngineError, KeyringUnavailable) as exc:
-            self.error.setText(exc.message)
+        except EngineError as exc:  # a malformed endpoint, KeyringUnavailable
+            self._say(exc.message)
             return False
         self.controller.reconfigure()
         self.show_settings()
@@ -88,9 +89,13 @@ class HubSettingsPage(QWidget):
         try:
             store_token(None)
         except KeyringUnavailable as exc:
-            self.error.setText(exc.message)
+            self._say(exc.message)
             return
         self.token.clear()
         self.token.setPlaceholderText(NO_TOKEN)
         self.forget.setEnabled(False)
         self.controller.reconfigure()
+
+    def _say(self, error: str) -> None:
+        self.error.setText(error)
+        self.error.setVisible(bool(error))

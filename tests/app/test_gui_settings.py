@@ -137,6 +137,14 @@ def test_the_first_conversation_starts_from_the_defaults_too(
         window.new_chat_action.trigger()
         conversation = window.store.get_conversation(window.chat.current_id)
         assert conversation.system_prompt == "You are a pirate." and conversation.sampling["seed"] == 42
+        # Defaults changed while no conversation is shown are what the first one starts with.
+        window.chat.delete(conversation.id)
+        assert window.chat.current_id is None
+        defaults = open_settings(qtbot, window).general_page.defaults
+        defaults.temperature.setValue(0.6)
+        assert window.sampling_panel.settings().temperature == 0.6
+        window.new_chat_action.trigger()
+        assert window.store.get_conversation(window.chat.current_id).sampling["temperature"] == 0.6
     finally:
         window.close()
 
