@@ -208,7 +208,7 @@ class ChatController(QObject):
         self.title_changed.emit(next((c.title for c in listed if c.id == self.current_id), ""))
 
     def new_conversation(self) -> int:
-        # With no conversation shown the panel holds the defaults, as the user may have changed them.
+        # With none shown, the panel holds the defaults and any change the user made to them there.
         if self.current_id is None:
             settings = self.sampling.settings()
         else:
