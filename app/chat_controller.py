@@ -40,6 +40,7 @@ from app.chat.lru import LruCache
 from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.message_presentation import view_message
 from app.model_session import ModelSession
+from app.preferences import Preferences
 from app.reply_in_flight import ReplyInFlight, ReplyStage
 from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
 from app.store import MessageState as StoredState
@@ -170,6 +171,7 @@ class ChatController(QObject):
         if existing:
             self.select(existing[0].id)
         else:
+            self.sampling.set_settings(Preferences(self.store).new_conversation_settings())
             self.view.set_placeholder("Start a conversation: load a model, then type below.")
         if interrupted:
             self.status.emit(
@@ -206,7 +208,11 @@ class ChatController(QObject):
         self.title_changed.emit(next((c.title for c in listed if c.id == self.current_id), ""))
 
     def new_conversation(self) -> int:
-        settings = self.sampling.settings()
+        # With none shown, the panel holds the defaults and any change the user made to them there.
+        if self.current_id is None:
+            settings = self.sampling.settings()
+        else:
+            settings = Preferences(self.store).new_conversation_settings()
         conversation = self.store.create_conversation(
             NEW_TITLE, settings.system_prompt or None, settings.to_dict(), preset=None
         )
@@ -245,6 +251,7 @@ class ChatController(QObject):
             self.current_id = None
             self.view.undo_bar.dismiss()
             self.view.clear()
+            self.sampling.set_settings(Preferences(self.store).new_conversation_settings())
         self.refresh_list()
 
     def undo_delete(self, conversation_id: int) -> None:

@@ -6,7 +6,6 @@ model behind a uniform-height ``QListView``, so 50,000 results cost what one scr
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -15,7 +14,6 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QDialogButtonBox,
-    QFormLayout,
     QFrame,
     QHBoxLayout,
     QHeaderView,
@@ -25,7 +23,6 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QScrollArea,
-    QSpinBox,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -34,20 +31,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.discover_controller import DiscoverController, QuantPlan, SummaryRow
-from app.hub_settings import (
-    MAX_PARALLEL_DOWNLOADS,
-    KeyringUnavailable,
-    read_token,
-    save_settings,
-    store_token,
-    with_endpoint,
-)
 from app.presenters import fit_summary
 from app.widgets.memory_bar import MemoryBar
+from app.widgets.settings_hub import HubSettingsPage
 from engine import (
     DownloadProgress,
     DownloadState,
-    EngineError,
     QuantOption,
     RepoFiles,
     RepoSummary,
@@ -213,67 +202,28 @@ class DownloadRow(QFrame):
 
 
 class HubSettingsDialog(QDialog):
-    """The endpoint (a mirror), the token (into the system keyring, never a file) and how
-    many downloads run at once."""
+    """Discover's "Hub settings…": Settings → Hub's page in a dialog of its own."""
 
     def __init__(self, controller: DiscoverController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Hugging Face Hub")
-        self.controller = controller
-        form = QFormLayout(self)
-        self.endpoint = QLineEdit(controller.settings.endpoint or "")
-        self.endpoint.setPlaceholderText(controller.access.endpoint)
-        self.token = QLineEdit()
-        self.token.setEchoMode(QLineEdit.EchoMode.Password)
-        self.token.setPlaceholderText("set" if read_token() else "none (needed for gated models)")
-        self.error = QLabel()
-        self.error.setStyleSheet(ERROR_STYLE)
-        self.error.setWordWrap(True)
-        self.forget = QPushButton("Forget the token")
-        self.forget.setObjectName("forgetToken")
-        self.forget.setEnabled(bool(read_token()))
-        self.forget.clicked.connect(self._forget)
-        token_row = QHBoxLayout()
-        token_row.addWidget(self.token, 1)
-        token_row.addWidget(self.forget)
-        self.parallel = QSpinBox()
-        self.parallel.setObjectName("downloadsAtOnce")
-        self.parallel.setRange(1, MAX_PARALLEL_DOWNLOADS)
-        self.parallel.setValue(controller.settings.max_parallel)
-        self.parallel.setToolTip("More at once share the same connection; the rest wait in the queue.")
-        form.addRow("Endpoint", self.endpoint)
-        form.addRow("Token", token_row)
-        form.addRow("Downloads at once", self.parallel)
-        form.addRow(self.error)
+        self.page = HubSettingsPage(controller)
+        page = self.page
+        self.endpoint, self.token, self.forget, self.parallel, self.error = (
+            page.endpoint, page.token, page.forget, page.parallel, page.error
+        )  # fmt: skip
         buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
         )
         buttons.accepted.connect(self.save)
         buttons.rejected.connect(self.reject)
-        form.addRow(buttons)
-
-    def _forget(self) -> None:
-        try:
-            store_token(None)
-        except KeyringUnavailable as exc:
-            self.error.setText(exc.message)
-            return
-        self.token.clear()
-        self.token.setPlaceholderText("none (needed for gated models)")
-        self.forget.setEnabled(False)
-        self.controller.reconfigure()
+        layout = QVBoxLayout(self)
+        layout.addWidget(page)
+        layout.addWidget(buttons)
 
     def save(self) -> None:
-        try:
-            settings = with_endpoint(self.controller.settings, self.endpoint.text())
-            save_settings(self.controller.paths, replace(settings, max_parallel=self.parallel.value()))
-            if self.token.text().strip():
-                store_token(self.token.text())
-        except (EngineError, KeyringUnavailable) as exc:
-            self.error.setText(exc.message)
-            return
-        self.controller.reconfigure()
-        self.accept()
+        if self.page.save():
+            self.accept()
 
 
 class DiscoverPage(QSplitter):

@@ -4,12 +4,11 @@ the token only in the system keyring (or ``HF_TOKEN``), never in a plain file.""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from app.paths import AppPaths
+from app.paths import AppPaths, read_settings_file, write_settings_key
 from engine import DEFAULT_PARALLEL, EngineError, HubAccess, resolve_endpoint
 
 MAX_PARALLEL_DOWNLOADS = 8  # the most the settings offer (and accept from settings.json)
@@ -29,7 +28,7 @@ class HubSettings:
 
 def load_settings(paths: AppPaths) -> HubSettings:
     try:
-        data = json.loads(paths.settings_file.read_text()).get("hub", {})
+        data = read_settings_file(paths.settings_file).get("hub", {})
         parallel = min(MAX_PARALLEL_DOWNLOADS, max(1, int(data.get("max_parallel", DEFAULT_PARALLEL))))
         return HubSettings(endpoint=data.get("endpoint") or None, max_parallel=parallel)
     except (OSError, ValueError, AttributeError, TypeError):
@@ -39,17 +38,7 @@ def load_settings(paths: AppPaths) -> HubSettings:
 def save_settings(paths: AppPaths, settings: HubSettings) -> None:
     if settings.endpoint:
         resolve_endpoint(settings.endpoint)  # refuse a malformed address before saving it
-    try:
-        everything = json.loads(paths.settings_file.read_text())
-        if not isinstance(everything, dict):
-            everything = {}
-    except (OSError, ValueError):
-        everything = {}
-    everything["hub"] = asdict(settings)
-    paths.data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = paths.settings_file.with_name(paths.settings_file.name + ".tmp")
-    tmp.write_text(json.dumps(everything, indent=2))
-    os.replace(tmp, paths.settings_file)
+    write_settings_key(paths, "hub", asdict(settings))
 
 
 def read_token() -> str | None:

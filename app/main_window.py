@@ -52,7 +52,8 @@ from app.widgets.model_panel import ModelPanel
 from app.widgets.nav_rail import NavRail, Page
 from app.widgets.remote_panel import RemotePanel
 from app.widgets.server_panel import ServerPanel
-from app.widgets.settings_dialog import SettingsDialog
+from app.widgets.settings_apply import install_preferences, open_settings_dialog
+from app.widgets.settings_dialog import SettingsDialog, SettingsPage
 from app.workers import WorkerRegistry
 from engine import (
     EngineError,
@@ -117,6 +118,7 @@ class MainWindow(QMainWindow):
         self.session.model_unloaded.connect(lambda: self.workers.set_in_use(()))
         self.hardware_panel.workers.add_requested.connect(self.ask_for_worker)
         self.model_panel = ModelPanel()
+        install_preferences(self)  # Settings' theme, font size and load defaults
         self.remote_panel = RemotePanel()
         # The Models page's details: a GGUF's plan and load controls, or a remote model's facts.
         self.details_stack = QStackedWidget()
@@ -203,7 +205,7 @@ class MainWindow(QMainWindow):
         self.library_panel.remote_selected.connect(self._on_remote_selection)
         self.remote_servers.changed.connect(self._on_remote_servers)
         self.remote_panel.use_requested.connect(self.use_remote)
-        self.remote_panel.settings_requested.connect(self.open_settings)
+        self.remote_panel.settings_requested.connect(lambda: open_settings_dialog(self, SettingsPage.REMOTE))
         self.session.remote_ready.connect(self._on_remote_ready)
         self.library.scan_finished.connect(self._on_scan_finished)
         self.library.busy_changed.connect(self._on_busy)
@@ -286,7 +288,7 @@ class MainWindow(QMainWindow):
         self.server_action.toggled.connect(self.set_serving)
         toolbar.addAction(self.server_action)
         self.settings_action = action(
-            "Settings…", "Ctrl+,", self.open_settings, "Remote servers and other settings (Ctrl+,)"
+            "Settings…", "Ctrl+,", self.open_settings, "Defaults, theme, remote servers, Hub (Ctrl+,)"
         )
         toolbar.addAction(self.settings_action)
         self.addToolBar(toolbar)
@@ -532,12 +534,7 @@ class MainWindow(QMainWindow):
     # -- remote servers ----------------------------------------------------------------
 
     def open_settings(self) -> None:
-        """Settings → Remote servers (not modal: the window goes on while servers are listed)."""
-        if self.settings_dialog is None:
-            self.settings_dialog = SettingsDialog(self.remote_servers, self)
-        self.settings_dialog.show()
-        self.settings_dialog.raise_()
-        self.settings_dialog.activateWindow()
+        open_settings_dialog(self)
 
     def use_remote(self, info: RemoteModelInfo) -> None:
         """The picker's Chat with this model: a remote model answers the chats."""

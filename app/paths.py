@@ -6,14 +6,21 @@ without needing a QApplication (the CLI and `make run` use these paths too).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
 from engine import EngineError
 
 APP_NAME = "Hearth"
+# settings.json's key for the models folder chosen in Settings → General: kept in that file,
+# not the store, as it is needed before the store opens and by the CLI (`hearth pull`).
+MODELS_DIR_KEY = "models_dir"
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,67 @@ def default_data_dir() -> Path:
 
 
 def resolve_paths(data_dir: Path | str | None = None, models_dir: Path | str | None = None) -> AppPaths:
-    """Isolated folders when given (tests, side-by-side installs), platform ones otherwise."""
+    """Isolated folders when given (tests, side-by-side installs), platform ones otherwise;
+    without ``--models-dir``, the models folder chosen in Settings, else ``data/models``."""
     data = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
-    models = Path(models_dir).expanduser().resolve() if models_dir else data / "models"
-    return AppPaths(data_dir=data, models_dir=models)
+    paths = AppPaths(data_dir=data, models_dir=data / "models")
+    if models_dir:
+        return replace(paths, models_dir=Path(models_dir).expanduser().resolve())
+    return replace(paths, models_dir=saved_models_dir(paths.settings_file) or paths.models_dir)
+
+
+def read_settings_file(settings_file: Path) -> dict[str, Any]:
+    """settings.json as a dict; {} when missing or unreadable (a hand edit gone wrong)."""
+    try:
+        everything = json.loads(settings_file.read_text())
+    except (OSError, ValueError):
+        return {}
+    return everything if isinstance(everything, dict) else {}
+
+
+def write_settings_key(paths: AppPaths, key: str, value: Any) -> None:
+    """Set one top-level key of settings.json, keeping the others; atomic."""
+    everything = read_settings_file(paths.settings_file)
+    everything[key] = value
+    paths.data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = paths.settings_file.with_name(paths.settings_file.name + ".tmp")
+    tmp.write_text(json.dumps(everything, indent=2))
+    os.replace(tmp, paths.settings_file)
+
+
+def saved_models_dir(settings_file: Path) -> Path | None:
+    """The folder chosen in Settings, if it is still there: an unmounted disk must not stop
+    Hearth from starting (the default folder is used meanwhile)."""
+    value = read_settings_file(settings_file).get(MODELS_DIR_KEY)
+    if not isinstance(value, str) or not value:
+        return None
+    folder = Path(value)
+    return folder if folder.is_absolute() and folder.is_dir() else None
+
+
+def usable_models_dir(folder: Path | str) -> Path:
+    """``folder`` made absolute, created if missing, and proven writable (downloads land in
+    it); else DataFolderUnusable in one line."""
+    path = Path(folder).expanduser()
+    if not str(folder).strip() or not path.is_absolute():
+        raise DataFolderUnusable(f"{folder or 'An empty name'} is not a full path to a folder.")
+    path = path.resolve()
+    for parent in (path, *path.parents):
+        if parent.exists() and not parent.is_dir():
+            raise DataFolderUnusable(f"{path}: {parent} is a file, not a folder.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # A file made and removed: permission bits say too little (root, read-only mounts).
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise DataFolderUnusable(f"Cannot write to {path}: {exc.strerror or exc}.") from None
+    return path
+
+
+def save_models_dir(paths: AppPaths, folder: Path | str) -> AppPaths:
+    """Settings → General's models folder: checked, remembered for the next start, and
+    returned as the paths to use from now on."""
+    models = usable_models_dir(folder)
+    write_settings_key(paths, MODELS_DIR_KEY, str(models))
+    return replace(paths, models_dir=models)

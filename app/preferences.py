@@ -3,8 +3,12 @@ one default each, stored as JSON in the store's settings table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from app.chat.sampling_panel import SamplingSettings
 
 
 class SettingsStore(Protocol):
@@ -68,6 +72,25 @@ class Preferences:
 
     def set_default_sampling(self, value: dict[str, Any] | None) -> None:
         self._store.set_setting(DEFAULT_SAMPLING_KEY, value)
+
+    def new_conversation_settings(self) -> SamplingSettings:
+        """What a new conversation starts with: the default sampling and system prompt."""
+        # Imported here: the CLI reads preferences too and must not pay for the chat widgets.
+        from app.chat.sampling_panel import SamplingSettings
+
+        engine = SamplingSettings()
+        saved = self.default_sampling() or {}
+        # Numbers only, each of its field's kind: a value left by another version is dropped.
+        sampling = {
+            name: value
+            for name, value in saved.items()
+            if name != "system_prompt"
+            and hasattr(engine, name)
+            and not isinstance(value, bool)
+            and isinstance(value, int | float)
+            and (isinstance(value, int) or isinstance(getattr(engine, name), float))
+        }
+        return replace(SamplingSettings.from_dict(sampling), system_prompt=self.default_system_prompt())
 
     # Hardware
     def default_threads(self) -> int:

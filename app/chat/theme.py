@@ -1,13 +1,17 @@
 """Colours for the chat widgets, derived from the current QPalette so light and dark system
-themes both work without hard-coded backgrounds."""
+themes both work without hard-coded backgrounds; and the window's theme and font size
+(Settings → Appearance), applied to the whole application."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtGui import QColor, QFontDatabase, QPalette
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
 
 from app.chat.markdown import MarkdownStyle
+from app.preferences import Preferences, Theme
 
 
 def is_dark(palette: QPalette) -> bool:
@@ -81,3 +85,85 @@ def markdown_style(palette: QPalette) -> MarkdownStyle:
         link=link.name(),
         monospace_family=f"'{mono}', monospace",
     )
+
+
+def dark_palette() -> QPalette:
+    """A dark palette for Fusion (and the chat's colours, which derive from it)."""
+    window, base, text = QColor("#2d2d30"), QColor("#1e1e1e"), QColor("#e6e6e6")
+    muted = QColor("#8a8a8a")
+    palette = QPalette()
+    roles = QPalette.ColorRole
+    for role, color in (
+        (roles.Window, window),
+        (roles.WindowText, text),
+        (roles.Base, base),
+        (roles.AlternateBase, QColor("#262628")),
+        (roles.ToolTipBase, window),
+        (roles.ToolTipText, text),
+        (roles.PlaceholderText, muted),
+        (roles.Text, text),
+        (roles.Button, QColor("#3a3a3d")),
+        (roles.ButtonText, text),
+        (roles.BrightText, QColor("#ff7b72")),
+        (roles.Light, QColor("#505053")),
+        (roles.Midlight, QColor("#3f3f42")),
+        (roles.Mid, QColor("#2a2a2c")),
+        (roles.Dark, QColor("#191919")),
+        (roles.Shadow, QColor("#000000")),
+        (roles.Highlight, QColor("#2f6fd0")),
+        (roles.HighlightedText, QColor("#ffffff")),
+        (roles.Link, QColor("#58a6ff")),
+        (roles.LinkVisited, QColor("#bc8cff")),
+    ):
+        palette.setColor(role, color)
+    disabled = QPalette.ColorGroup.Disabled
+    for role in (roles.WindowText, roles.Text, roles.ButtonText):
+        palette.setColor(disabled, role, muted)
+    palette.setColor(disabled, roles.Highlight, QColor("#444446"))
+    return palette
+
+
+def apply_theme(app: QApplication, theme: Theme) -> None:
+    """Light, dark or the system's, live: widgets get a PaletteChange (the message view
+    restyles its Markdown from it). The colour scheme is also asked of the platform (Qt 6.8+)
+    so native parts (title bars, dialogs) follow where the platform supports it."""
+    hints = QGuiApplication.styleHints()
+    if theme is Theme.SYSTEM:
+        if hasattr(hints, "unsetColorScheme"):
+            hints.unsetColorScheme()
+        elif hasattr(hints, "setColorScheme"):
+            hints.setColorScheme(Qt.ColorScheme.Unknown)
+        app.setPalette(QPalette())  # resolved against the platform's: the system palette
+    else:
+        dark = theme is Theme.DARK
+        if hasattr(hints, "setColorScheme"):
+            hints.setColorScheme(Qt.ColorScheme.Dark if dark else Qt.ColorScheme.Light)
+        app.setPalette(dark_palette() if dark else app.style().standardPalette())
+    _repolish_style_sheets(app)
+
+
+def apply_font_size(app: QApplication, points: int) -> None:
+    """The application font at ``points`` (0: the system's size), live for every widget that
+    has not set its own font."""
+    system = QFontDatabase.systemFont(QFontDatabase.SystemFont.GeneralFont)
+    font = QFont(system)
+    if points > 0:
+        font.setPointSize(points)
+    app.setFont(font)
+    _repolish_style_sheets(app)
+
+
+def _repolish_style_sheets(app: QApplication) -> None:
+    """A widget with a style sheet keeps the font and palette(...) colours resolved when it
+    was polished (the composer stayed at the old size): set again, it resolves them anew."""
+    for widget in app.allWidgets():
+        if sheet := widget.styleSheet():
+            widget.setStyleSheet(sheet)
+
+
+def apply_appearance(app: QApplication, preferences: Preferences) -> None:
+    """At start-up: the saved theme and font size; the system's are left alone untouched."""
+    if preferences.theme() is not Theme.SYSTEM:
+        apply_theme(app, preferences.theme())
+    if preferences.font_size():
+        apply_font_size(app, preferences.font_size())

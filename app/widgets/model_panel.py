@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -80,6 +81,8 @@ class ModelPanel(QWidget):
         # Each model's settings as last seen on this page, so one model's edits never
         # leak into another's (the store keeps only what a model was loaded with).
         self._requests: dict[Path, LoadRequest] = {}
+        # Settings → Hardware's GPU layers for a model never loaded (None: as many as fit).
+        self.default_gpu_layers: Callable[[], int | None] = lambda: None
         # The loaded (or loading) model, and whose load the progress rows show.
         self._session: ModelInfo | None = None
         self._session_state = SessionState.EMPTY
@@ -354,11 +357,15 @@ class ModelPanel(QWidget):
 
     # -- internals ----------------------------------------------------------------
 
-    @staticmethod
-    def _default_request(info: ModelInfo, projectors: tuple[ModelInfo, ...]) -> LoadRequest:
-        """What a model not seen before starts with: the library's best projector, if any."""
+    def _default_request(self, info: ModelInfo, projectors: tuple[ModelInfo, ...]) -> LoadRequest:
+        """What a model not seen before starts with: the library's best projector, if any,
+        and the default GPU layers where layers can go to a GPU."""
         context = min(DEFAULT_CONTEXT_PER_CONVERSATION, info.context_length or MAX_CONTEXT)
-        return LoadRequest(context_per_conversation=context, projector=projectors[0] if projectors else None)
+        return LoadRequest(
+            context_per_conversation=context,
+            gpu_layers=self.default_gpu_layers() if self.gpu_spin.isEnabled() else None,
+            projector=projectors[0] if projectors else None,
+        )
 
     def _speculation_index(self, request: LoadRequest) -> int:
         if request.draft is not None:

@@ -1,0 +1,100 @@
+"""What Settings change in the running window, kept here so the window only calls in:
+the saved appearance and load defaults at start-up, the dialog itself, and the models
+folder changed live (downloads, the library, the file dialogs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QApplication
+
+from app.chat.theme import apply_appearance
+from app.paths import save_models_dir
+from app.preferences import Preferences
+from app.recent_folder import RecentFolder
+from app.widgets.settings_dialog import SettingsContext, SettingsDialog, SettingsPage
+from engine import DownloadState, EngineError, plural
+
+if TYPE_CHECKING:
+    from app.chat.sampling_panel import SamplingSettings
+    from app.main_window import MainWindow
+
+# A paused or failed download keeps its parts in the old folder's staging area to resume from.
+_SETTLED = (DownloadState.DONE, DownloadState.CANCELLED)
+
+
+class ModelsFolderBusy(EngineError):
+    """Downloads not finished still write to the current models folder."""
+
+
+def install_preferences(window: MainWindow) -> None:
+    """At start-up (the window's constructor): the saved theme and font size, and the GPU
+    layers a model without settings of its own starts with."""
+    preferences = Preferences(window.store)
+    app = QApplication.instance()
+    if isinstance(app, QApplication):
+        apply_appearance(app, preferences)
+    window.model_panel.default_gpu_layers = preferences.default_gpu_layers
+
+
+def open_settings_dialog(window: MainWindow, page: SettingsPage | None = None) -> SettingsDialog:
+    """Settings, made when first opened, not modal (the window goes on while remote servers
+    are listed); at ``page`` when given."""
+    if window.settings_dialog is None:
+        context = SettingsContext(
+            preferences=Preferences(window.store),
+            servers=window.remote_servers,
+            hub=window.discover,
+            models_folder=WindowModelsFolder(window),
+            hardware=window.planning_hardware(),
+        )
+        window.settings_dialog = SettingsDialog(context, window)
+        window.settings_dialog.general_page.defaults_changed.connect(
+            lambda settings: _show_defaults(window, settings)
+        )
+    dialog = window.settings_dialog
+    if page is not None:
+        dialog.show_page(page)
+    dialog.show()
+    dialog.raise_()
+    dialog.activateWindow()
+    return dialog
+
+
+def _show_defaults(window: MainWindow, settings: SamplingSettings) -> None:
+    """With no conversation shown, the chat's panel holds what the first one will start with."""
+    if window.chat.current_id is None:
+        window.sampling_panel.set_settings(settings)
+
+
+class WindowModelsFolder:
+    """The window's models folder (``window.paths.models_dir``), changed live: new downloads
+    go to the new folder, the library scans it, the file dialogs start there; remembered
+    in settings.json for the next start (and the CLI's `hearth pull`)."""
+
+    def __init__(self, window: MainWindow) -> None:
+        self._window = window
+
+    def current(self) -> Path:
+        return self._window.paths.models_dir
+
+    def change(self, folder: Path) -> Path:
+        window = self._window
+        unsettled = [p for p in window.discover.manager.jobs() if p.state not in _SETTLED]
+        if unsettled:
+            raise ModelsFolderBusy(
+                f"{plural(len(unsettled), 'download')} not finished keep their parts in "
+                f"{self.current()}: finish or cancel them first."
+            )
+        paths = save_models_dir(window.paths, folder)
+        models = paths.models_dir
+        window.paths = paths
+        discover = window.discover
+        discover.paths = paths
+        downloader = discover.manager.downloader
+        downloader.models_dir = models
+        downloader.staging = models / downloader.staging.name
+        window.recent_folder = RecentFolder(window.store, models)
+        window.library.add_paths([models])
+        return models
