@@ -266,6 +266,8 @@ class MainWindow(QMainWindow):
         self.stop_action = action("Stop", "Esc", self.stop_generating, "Stop the reply (Esc)")
         self.stop_action.setEnabled(False)
         self.composer.generating_changed.connect(self.stop_action.setEnabled)
+        self.composer.set_vision_models(self.library_panel.vision_models)  # the picture menu's
+        self.composer.vision_model_chosen.connect(self.load_downloaded)  # with its projector
         self.dashboard_action = self.dashboard_dock.toggleViewAction()
         self.dashboard_action.setText("Dashboard")
         self.dashboard_action.setShortcut(QKeySequence("Ctrl+D"))

@@ -268,6 +268,12 @@ class LibraryPanel(QWidget):
             cell.setData(str(entry.path), PATH_ROLE)
         return cells
 
+    def vision_models(self) -> tuple[tuple[str, Path], ...]:
+        """The models in the library that can see pictures (a vision file, mmproj, is
+        paired with them): (name, path), by name."""
+        models = (e for e in self._entries if e.ok and not e.is_projector and e.projectors and e.info)
+        return tuple(sorted(((e.display_name, e.path) for e in models), key=lambda m: m[0].lower()))
+
     # -- selection ---------------------------------------------------------------------
 
     def selected_entry(self) -> LibraryEntry | None:
