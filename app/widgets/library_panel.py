@@ -340,8 +340,15 @@ class LibraryPanel(QWidget):
     def vision_models(self) -> tuple[tuple[str, Path], ...]:
         """The models in the library that can see pictures (a vision file, mmproj, is
         paired with them): (name, path), by name."""
-        models = (e for e in self._entries if e.ok and not e.is_projector and e.projectors and e.info)
-        return tuple(sorted(((e.display_name, e.path) for e in models), key=lambda m: m[0].lower()))
+        models = [e for e in self._entries if e.ok and not e.is_projector and e.projectors and e.info]
+        names = [e.display_name for e in models]
+        # Two files of one model (two quantizations) are told apart by their file names.
+        twice = {n for n in names if names.count(n) > 1}
+        labelled = [
+            (f"{e.display_name} ({e.path.name})" if e.display_name in twice else e.display_name, e.path)
+            for e in models
+        ]
+        return tuple(sorted(labelled, key=lambda m: m[0].lower()))
 
     # -- selection ---------------------------------------------------------------------
 

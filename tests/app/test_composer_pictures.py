@@ -65,9 +65,7 @@ def test_without_a_model_that_can_see_the_menu_says_where_to_find_one(qtbot, com
     qtbot.waitUntil(lambda: composer.vision_menu is None)
 
 
-def test_a_pasted_picture_is_refused_until_a_model_that_sees_loads(
-    qtbot, composer
-) -> None:
+def test_a_pasted_picture_is_refused_until_a_model_that_sees_loads(qtbot, composer) -> None:
     composer.set_attachments_enabled(False, TEXT_ONLY_MODEL)
     assert composer.attach_images([("photo.png", sample_image())]) == []
     assert composer.error_label.isVisibleTo(composer) and composer.error_label.text() == TEXT_ONLY_MODEL

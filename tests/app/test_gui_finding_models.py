@@ -235,7 +235,18 @@ def test_the_library_panel_lists_the_models_that_can_see(
     qtbot.waitUntil(lambda: window.library.library.get(tiny_projector) is not None, timeout=WAIT)
     qtbot.waitUntil(lambda: not window.library.busy, timeout=WAIT)
     panel: LibraryPanel = window.library_panel
-    assert panel.vision_models() == ((window.library.library.get(tiny_model).display_name, tiny_model),)
+    name = window.library.library.get(tiny_model).display_name
+    assert panel.vision_models() == ((name, tiny_model),)
+    # A second file of the same model, with the projector beside it too: told apart.
+    twin = tmp_path / "twin" / "tiny-llama-copy.gguf"
+    twin.parent.mkdir()
+    twin.write_bytes(tiny_model.read_bytes())
+    (twin.parent / tiny_projector.name).write_bytes(tiny_projector.read_bytes())
+    drop(window, twin.parent)
+    qtbot.waitUntil(lambda: len(panel.vision_models()) == 2, timeout=WAIT)
+    assert sorted(panel.vision_models()) == sorted(
+        ((f"{name} ({tiny_model.name})", tiny_model), (f"{name} ({twin.name})", twin))
+    )
 
 
 # -- the Models page at 1280×800 with the server panel docked -----------------------------
