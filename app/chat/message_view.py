@@ -14,7 +14,9 @@ conversations stay smooth. The widget holds the events and the glue; the parts a
 
 Every message shows its actions (Copy, Edit or Regenerate, Delete) and, when it has
 versions, a ``‹ 2/3 ›`` switcher, without hovering; a reply is headed by the model that
-wrote it (``MessageData.author``). Deleting offers Undo in a bar under the messages.
+wrote it (``MessageData.author``). Deleting offers Undo in a bar under the messages. The
+keyboard reaches every action: Tab/Shift+Tab (or Left/Right) walk them, each drawn in a
+focus ring, Enter or Space acts (``focusNextPrevChild``).
 
 Streamed text comes already throttled by the engine (~30 deltas a second); the deltas
 that arrive before the next event-loop turn are laid out together then (later only after
@@ -780,6 +782,10 @@ class MessageView(QAbstractScrollArea):
         plain = event.modifiers() in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.KeypadModifier)
         if event.key() in activate and plain and self._activate_focused():
             return
+        arrows = {Qt.Key.Key_Left: False, Qt.Key.Key_Right: True}
+        if event.key() in arrows and plain:
+            self._step(arrows[Qt.Key(event.key())])  # within the view: it does not leave it
+            return
         bar = self.verticalScrollBar()
         if event.key() == Qt.Key.Key_Home:
             self._scroll.follow = False
@@ -829,19 +835,26 @@ class MessageView(QAbstractScrollArea):
         return [stop for i in range(len(self._rows)) for stop in self._stops_of(i)]
 
     def focusNextPrevChild(self, next: bool) -> bool:
-        stops = self._stops()
-        self._show_ring(True)
-        if stops:
-            current = self._focus
-            if current in stops:
-                k = stops.index(current) + (1 if next else -1)
-            else:
-                k = self._first_visible_stop(stops, next)
-            if 0 <= k < len(stops):
-                self._focus_on(stops[k])
-                return True
+        if self._step(next):
+            return True
         self._focus_on(None)
         return super().focusNextPrevChild(next)
+
+    def _step(self, forward: bool) -> bool:
+        """The keyboard to the next (previous) stop; False past the last (first)."""
+        stops = self._stops()
+        self._show_ring(True)
+        if not stops:
+            return False
+        current = self._focus
+        if current in stops:
+            k = stops.index(current) + (1 if forward else -1)
+        else:
+            k = self._first_visible_stop(stops, forward)
+        if 0 <= k < len(stops):
+            self._focus_on(stops[k])
+            return True
+        return False
 
     def _first_visible_stop(self, stops: list[FocusStop], forward: bool) -> int:
         """The first stop on screen (the last, going back); else the first or last."""
@@ -874,8 +887,6 @@ class MessageView(QAbstractScrollArea):
         self._announce(stop)
         if stop is None or self._rows.find(stop[0]) is None:
             return
-        i = self._rows.find(stop[0])
-        assert i is not None
         y = self._stop_y(stop)
         bar = self.verticalScrollBar()
         line = self._layout.small_fm.height() + 6

@@ -149,6 +149,16 @@ def test_a_click_focuses_without_a_ring_until_the_keyboard_is_used(qtbot, window
     assert view.has_focus_ring() and view.focused_item() == ("u1", A.COPY)
 
 
+def test_left_and_right_step_between_actions_without_leaving_the_view(qtbot, window) -> None:
+    _host, before, view = window
+    qtbot.keyClick(before, Qt.Key.Key_Tab)
+    qtbot.keyClick(view, Qt.Key.Key_Right)
+    assert view.focused_item() == ("u1", A.EDIT)
+    qtbot.keyClick(view, Qt.Key.Key_Left)
+    qtbot.keyClick(view, Qt.Key.Key_Left)  # nothing before the first: it stays
+    assert view.focused_item() == ("u1", A.COPY) and view.hasFocus()
+
+
 def test_the_keyboard_stays_on_the_arrow_as_versions_change(qtbot, window) -> None:
     _host, _before, view = window
     view.setFocus(Qt.FocusReason.TabFocusReason)
