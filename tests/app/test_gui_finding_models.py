@@ -252,10 +252,11 @@ def test_the_library_panel_lists_the_models_that_can_see(
 # -- the Models page at 1280×800 with the server panel docked -----------------------------
 
 
+@pytest.mark.parametrize("size", [(1280, 800), (1366, 768)])
 def test_the_models_page_fits_beside_the_docked_server_panel(
-    qtbot, window: MainWindow, tiny_model: Path
+    qtbot, window: MainWindow, tiny_model: Path, size: tuple[int, int]
 ) -> None:
-    window.resize(1280, 800)
+    window.resize(*size)
     add_and_select(qtbot, window, tiny_model)
     window.show_page(Page.MODELS)
     window.show_server_panel()
