@@ -227,6 +227,7 @@ class Composer(QWidget):
 
         self.attach_button = QToolButton()
         self.attach_button.setObjectName("attachButton")
+        self.attach_button.setAccessibleName("Attach pictures")
         self.attach_button.setAutoRaise(True)
         self.attach_button.setIconSize(QSize(20, 20))
         self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -644,6 +645,7 @@ class Composer(QWidget):
             if self._attachments_enabled
             else self._refusal() + " Click for the models that can see."
         )
+        self.attach_button.setAccessibleDescription(self.attach_button.toolTip())
         self.attach_button.setIcon(_image_icon(self.palette(), dim=not self._attachments_enabled))
 
     def _apply_style(self) -> None:
