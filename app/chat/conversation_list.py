@@ -527,7 +527,7 @@ class ConversationList(QWidget):
                 self._mouse_down = True
             elif kind == QEvent.Type.MouseButtonRelease:
                 self._mouse_down = False
-            elif kind == QEvent.Type.Leave:
+            elif kind in (QEvent.Type.Leave, QEvent.Type.Hide):  # hidden: no Leave comes
                 self._pointer_inside = False
                 if self._reorder_pending:
                     self._refill()

@@ -88,6 +88,16 @@ def test_a_keyboard_change_of_selection_applies_the_pending_move(qtbot, conversa
     assert conversations.list.currentItem().data(Qt.ItemDataRole.UserRole) == "b"
 
 
+def test_a_hidden_list_does_not_hold_the_move(qtbot, conversations) -> None:
+    pointer_enters(conversations)
+    finished(conversations, "c", "Pytest fixtures")
+    assert shown_order(conversations) == ["a", "b", "c"]
+    conversations.hide()  # another page, chosen by the keyboard: no Leave comes
+    assert shown_order(conversations) == ["c", "a", "b"]
+    finished(conversations, "b", "Trip to Lisbon")
+    assert shown_order(conversations) == ["b", "c", "a"]
+
+
 def test_new_chats_appear_on_top_even_under_the_pointer(conversations) -> None:
     pointer_enters(conversations)
     conversations.upsert(ConversationSummary("d", "New chat", NOW))
