@@ -36,6 +36,7 @@ from app.chat import (
     SamplingPanel,
     SamplingSettings,
 )
+from app.chat.composer import IMAGES_NOT_SENT, NO_MODEL_FOR_PICTURES, TEXT_ONLY_MODEL
 from app.chat.lru import LruCache
 from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.message_presentation import view_message
@@ -277,7 +278,7 @@ class ChatController(QObject):
             self._refuse(text, attachments, NO_MODEL)
             return
         if attachments and not model.has_vision:
-            self._refuse(text, attachments, "This model has no vision projector: images cannot be sent.")
+            self._refuse(text, attachments, IMAGES_NOT_SENT)
             return
         try:
             images = [load_image(a.data, name=a.name) for a in attachments]
@@ -716,13 +717,11 @@ class ChatController(QObject):
         self.measure_draft()
         model = self.session.chat_model
         if model is None:
-            self.composer.set_attachments_enabled(
-                False, "Load a model with a vision projector to attach images."
-            )
+            self.composer.set_attachments_enabled(False, NO_MODEL_FOR_PICTURES)
         elif model.has_vision:
             self.composer.set_attachments_enabled(True, "Attach images (drop, paste, or choose files)")
         else:
-            self.composer.set_attachments_enabled(False, "This model has no vision projector.")
+            self.composer.set_attachments_enabled(False, TEXT_ONLY_MODEL)
 
     # -- presentation ----------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from engine import (
     HeaderCache,
     HubAccess,
     HubClient,
+    HubUnreachable,
     LoadPlan,
     LoadRequest,
     ModelInfo,
@@ -66,6 +67,7 @@ class DiscoverController(QObject):
     results_appended = Signal(object)  # tuple[SummaryRow, ...] (see summary_row)
     search_finished = Signal(int)  # results in all
     search_failed = Signal(str)
+    search_offline = Signal(str)  # the Hub cannot be reached (also search_failed): what still works
     repo_loaded = Signal(object)  # RepoFiles
     repo_failed = Signal(str)
     plan_ready = Signal(object)  # QuantPlan
@@ -74,7 +76,7 @@ class DiscoverController(QObject):
     download_failed = Signal(str)
     settings_changed = Signal()  # endpoint, token or downloads at once (reconfigure)
     _results = Signal(int, object)
-    _search_done = Signal(int, int, object)
+    _search_done = Signal(int, int, object, bool)  # generation, count, error, offline
     _repo = Signal(int, object, object)
     _plan = Signal(int, object)
     _download = Signal(object)
@@ -157,9 +159,11 @@ class DiscoverController(QObject):
                         batch = []
                 if batch:
                     self._results.emit(gen, tuple(batch))
-                self._search_done.emit(gen, count, None)
+                self._search_done.emit(gen, count, None, False)
+            except HubUnreachable as exc:
+                self._search_done.emit(gen, count, exc.message, True)
             except EngineError as exc:
-                self._search_done.emit(gen, count, exc.message)
+                self._search_done.emit(gen, count, exc.message, False)
 
         self._pool.submit(job)
 
@@ -167,13 +171,15 @@ class DiscoverController(QObject):
         if gen == self._search_gen:
             self.results_appended.emit(batch)
 
-    def _on_search_done(self, gen: int, count: int, error: str | None) -> None:
+    def _on_search_done(self, gen: int, count: int, error: str | None, offline: bool) -> None:
         if gen != self._search_gen:
             return
         if error is None:
             self.search_finished.emit(count)
-        else:
-            self.search_failed.emit(error)
+            return
+        self.search_failed.emit(error)
+        if offline:
+            self.search_offline.emit(error)
 
     # -- one repository and its plans ---------------------------------------------------------
 

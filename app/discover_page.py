@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -54,6 +55,96 @@ VERDICT_COLORS = {
 ERROR_STYLE = "color: #d62728;"
 REPO_ROLE = Qt.ItemDataRole.UserRole + 1
 RESULT_PAGE_ROWS = 200  # results the list takes at a time as it is scrolled to its end
+# Where a new user may start: small models that run on any laptop, as searches (label, query).
+SUGGESTED_SEARCHES = (
+    ("Gemma 3 270M", "gemma-3-270m"),
+    ("Qwen 2.5 0.5B Instruct", "qwen2.5-0.5b-instruct"),
+    ("Llama 3.2 1B Instruct", "llama-3.2-1b-instruct"),
+    ("SmolLM2 1.7B Instruct", "smollm2-1.7b-instruct"),
+    ("Qwen 2.5 Coder 1.5B", "qwen2.5-coder-1.5b-instruct"),
+    ("Gemma 3 4B (sees pictures)", "gemma-3-4b-it"),
+)
+START_TEXT = (
+    "<b>Find a model to download.</b> Search by name, or start with one of these small "
+    "models: they run on any laptop. Each result shows, per file, whether it fits this computer "
+    "before you download it; a Q4_K_M file is a good start."
+)
+
+
+class StartPanel(QWidget):
+    """What the result list shows before the first search: suggested searches."""
+
+    search_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("discoverStart")
+        layout = QVBoxLayout(self)
+        self.intro = QLabel(START_TEXT)
+        self.intro.setWordWrap(True)
+        layout.addWidget(self.intro)
+        self.buttons: list[QPushButton] = []
+        for label, query in SUGGESTED_SEARCHES:
+            button = QPushButton(label)
+            button.setToolTip(f"Search the Hub for “{query}”")
+            button.clicked.connect(lambda _checked=False, q=query: self.search_requested.emit(q))
+            layout.addWidget(button)
+            self.buttons.append(button)
+        layout.addStretch(1)
+
+
+class OfflinePanel(QWidget):
+    """The Hub cannot be reached: say so, and what still works without it."""
+
+    retry_requested = Signal()
+    add_requested = Signal()
+    library_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("discoverOffline")
+        layout = QVBoxLayout(self)
+        self.message = QLabel()
+        self.message.setObjectName("offlineMessage")
+        self.message.setWordWrap(True)
+        self.works = QLabel()
+        self.works.setObjectName("offlineWorks")
+        self.works.setWordWrap(True)
+        self.library_button = QPushButton()
+        self.library_button.setObjectName("offlineLibrary")
+        self.library_button.clicked.connect(self.library_requested)
+        self.add_button = QPushButton("Add models from disk…")
+        self.add_button.setObjectName("offlineAdd")
+        self.add_button.clicked.connect(self.add_requested)
+        self.retry_button = QPushButton("Try again")
+        self.retry_button.setObjectName("offlineRetry")
+        self.retry_button.clicked.connect(self.retry_requested)
+        layout.addWidget(self.message)
+        layout.addWidget(self.works)
+        layout.addWidget(self.library_button)
+        layout.addWidget(self.add_button)
+        layout.addWidget(self.retry_button)
+        layout.addStretch(1)
+        self.set_models_on_disk(0)
+
+    def show_error(self, message: str) -> None:
+        self.message.setText(f"<b>{message}</b>")
+
+    def set_models_on_disk(self, count: int) -> None:
+        if count:
+            models = "1 model" if count == 1 else f"{count:,} models"
+            self.works.setText(
+                f"Without the Hub, everything else works: chat with the {models} already on this "
+                "computer, or add .gguf files you have (a download from another computer, a USB stick)."
+            )
+            self.library_button.setText(f"Open the library ({models} on disk)")
+        else:
+            self.works.setText(
+                "Without the Hub, everything else works: add .gguf files you already have (a "
+                "download from another computer, a USB stick) and chat with them."
+            )
+            self.library_button.setText("Open the library")
+        self.library_button.setVisible(bool(count))
 
 
 def repo_facts(r: RepoSummary) -> str:
@@ -231,6 +322,8 @@ class DiscoverPage(QSplitter):
     right; downloads underneath."""
 
     load_requested = Signal(object)  # Path of a downloaded model
+    add_requested = Signal()  # offline: "Add models from disk…"
+    library_requested = Signal()  # offline: the models already on disk
 
     def __init__(self, controller: DiscoverController, parent: QWidget | None = None) -> None:
         super().__init__(Qt.Orientation.Vertical, parent)
@@ -263,6 +356,16 @@ class DiscoverPage(QSplitter):
         self.results.setWordWrap(False)
         self.results.setSpacing(3)
         self.results.setAlternatingRowColors(True)
+        self.start_panel = StartPanel()
+        self.start_panel.search_requested.connect(self.search_for)
+        self.offline_panel = OfflinePanel()
+        self.offline_panel.retry_requested.connect(self.start_search)
+        self.offline_panel.add_requested.connect(self.add_requested)
+        self.offline_panel.library_requested.connect(self.library_requested)
+        self.results_stack = QStackedWidget()
+        self.results_stack.addWidget(self.start_panel)
+        self.results_stack.addWidget(self.results)
+        self.results_stack.addWidget(self.offline_panel)
         self.search_status = QLabel("Search the Hub: results show name, author, downloads, likes, license.")
         self.search_status.setObjectName("searchStatus")
         self.search_status.setWordWrap(True)
@@ -272,7 +375,7 @@ class DiscoverPage(QSplitter):
         row.addWidget(self.search_field, 1)
         row.addWidget(self.search_button)
         lv.addLayout(row)
-        lv.addWidget(self.results, 1)
+        lv.addWidget(self.results_stack, 1)
         lv.addWidget(self.search_status)
         lv.addWidget(self.settings_button)
 
@@ -359,6 +462,7 @@ class DiscoverPage(QSplitter):
         controller.results_appended.connect(self.results_model.append)
         controller.search_finished.connect(self._on_search_finished)
         controller.search_failed.connect(self._on_search_failed)
+        controller.search_offline.connect(self._on_offline)
         controller.repo_loaded.connect(self._on_repo_loaded)
         controller.repo_failed.connect(self._on_repo_failed)
         controller.plan_ready.connect(self._on_plan)
@@ -379,7 +483,21 @@ class DiscoverPage(QSplitter):
     def start_search(self) -> None:
         self.controller.search(self.search_field.text().strip())
 
+    def search_for(self, query: str) -> None:
+        """Search as if ``query`` were typed (a suggested search)."""
+        self.search_field.setText(query)
+        self.start_search()
+
+    def set_models_on_disk(self, count: int) -> None:
+        """How many models the library holds: what still works when the Hub cannot be reached."""
+        self.offline_panel.set_models_on_disk(count)
+
+    def _on_offline(self, message: str) -> None:
+        self.offline_panel.show_error(message)
+        self.results_stack.setCurrentWidget(self.offline_panel)
+
     def _on_search_started(self, query: str) -> None:
+        self.results_stack.setCurrentWidget(self.results)
         self.results_model.clear()
         self.search_status.setStyleSheet("")
         self.search_status.setText(f"Searching for {query!r}…" if query else "Searching…")

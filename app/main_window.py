@@ -232,6 +232,19 @@ class MainWindow(QMainWindow):
         self.discover.download_finished.connect(lambda path: self.library.add_paths([path], select=path))
         self.discover.download_failed.connect(self.status_label.setText)
         self.discover_page.load_requested.connect(self.load_downloaded)
+        # Finding models (issue 26): empty states and Discover point to Add models and the
+        # library; the picture button offers the models that can see; the loaded one is marked.
+        self.library_panel.add_requested.connect(self.choose_files)
+        self.library_panel.discover_requested.connect(lambda: self.show_page(Page.DISCOVER))
+        self.discover_page.add_requested.connect(self.choose_files)
+        self.discover_page.library_requested.connect(lambda: self.show_page(Page.MODELS))
+        self.library.entries_changed.connect(
+            lambda _e: self.discover_page.set_models_on_disk(self.library.counts().models)
+        )
+        self.composer.set_vision_models(self.library_panel.vision_models)
+        self.composer.vision_model_chosen.connect(self.load_downloaded)  # with its projector
+        self.session.model_ready.connect(lambda m: self.library_panel.set_loaded(m.plan.model.path))
+        self.session.model_unloaded.connect(lambda: self.library_panel.set_loaded(None))
         self._restore_geometry()
 
     def _build_actions(self) -> None:

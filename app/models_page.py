@@ -4,8 +4,8 @@ model's details, plan and load controls at the right."""
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QSize, Qt
-from PySide6.QtGui import QShowEvent
-from PySide6.QtWidgets import QSplitter, QWidget
+from PySide6.QtGui import QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QScrollArea, QSplitter, QWidget
 
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
@@ -41,6 +41,7 @@ class ModelsPage(QSplitter):
         self.setCollapsible(1, False)
         self.setSizes([LIBRARY_WIDTH, 900])
         self.side = side
+        self.details = details
         self._sized = False
 
     def restoreState(self, state: QByteArray) -> bool:
@@ -48,14 +49,38 @@ class ModelsPage(QSplitter):
         self._sized = self._sized or restored  # the user's own split wins
         return restored
 
+    def details_min_width(self) -> int:
+        """The details never narrower than their content (the model panel's form, the
+        memory bar) and its scrollbar: narrower, they scrolled sideways and cut the bar. The
+        library gives way first, down to its own minimum (a docked panel takes room)."""
+        need = DETAILS_MIN_WIDTH
+        for area in self.details.findChildren(QScrollArea):
+            content = area.widget()
+            if content is None or not area.widgetResizable():
+                continue
+            bar = area.verticalScrollBar().sizeHint().width()
+            need = max(need, content.minimumSizeHint().width() + bar + 2 * area.frameWidth())
+        return need
+
+    def _fit_details(self) -> None:
+        need = self.details_min_width()
+        if self.details.minimumWidth() != need:
+            self.details.setMinimumWidth(need)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self._fit_details()
+        super().resizeEvent(event)
+
     def showEvent(self, event: QShowEvent) -> None:
+        self._fit_details()
         super().showEvent(event)
         if not self._sized:
             # The library takes about a quarter of a wide window, not a fixed 330 px.
             self._sized = True
             width = self.width()
             library = max(LIBRARY_MIN_WIDTH, min(LIBRARY_MAX_START_WIDTH, width // 4))
-            self.setSizes([library, max(DETAILS_MIN_WIDTH, width - library)])
+            self.setSizes([library, max(self.details.minimumWidth(), width - library)])
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(LIBRARY_MIN_WIDTH + DETAILS_MIN_WIDTH, super().minimumSizeHint().height())
+        width = LIBRARY_MIN_WIDTH + self.details.minimumWidth() + self.handleWidth()
+        return QSize(width, super().minimumSizeHint().height())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from PySide6.QtCore import (
@@ -40,12 +40,14 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
+    QWidgetAction,
 )
 
 from app.chat.data import Attachment
@@ -57,6 +59,17 @@ MIN_LINES = 2
 MAX_LINES = 10
 CHIP_SIZE = 64
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.bmp *.gif)"
+VISION_FILE = "a vision file (mmproj) beside it"
+TEXT_ONLY_MODEL = f"This model reads text only. To use pictures, load a model that has {VISION_FILE}."
+NO_MODEL_FOR_PICTURES = f"No model is loaded. To use pictures, load a model that has {VISION_FILE}."
+IMAGES_NOT_SENT = "This model reads text only: pictures cannot be sent to it."
+NO_VISION_MODELS = (
+    "No model in the library has a vision file yet. On Discover, repositories that offer an "
+    "mmproj file can see pictures: download both."
+)
+
+# (what the menu says, what ``vision_model_chosen`` carries: a model's path)
+VisionModel = tuple[str, object]
 
 
 class _InputEdit(QPlainTextEdit):
@@ -164,6 +177,7 @@ class Composer(QWidget):
     attachments_changed = Signal()
     generating_changed = Signal(bool)
     draft_changed = Signal()  # the text typed so far changed (the context count follows it)
+    vision_model_chosen = Signal(object)  # a model that can see, picked in the picture menu
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -172,6 +186,8 @@ class Composer(QWidget):
         self._editing = False
         self._attachments_enabled = True
         self._attachments_reason = ""
+        self._vision_models: Callable[[], Iterable[VisionModel]] = tuple
+        self.vision_menu: QMenu | None = None  # the picture button's, while it is open
         self._attachments: list[Attachment] = []
         self._pasted = 0
         self.setAcceptDrops(True)
@@ -180,7 +196,10 @@ class Composer(QWidget):
         self.edit_banner.setObjectName("editBanner")
         banner_layout = QHBoxLayout(self.edit_banner)
         banner_layout.setContentsMargins(10, 4, 4, 4)
-        self.edit_label = QLabel("Editing a message: sending replaces it and the replies after it.")
+        self.edit_label = QLabel(
+            "Editing a message: sending adds it as a new version, with a new reply; "
+            "the earlier version and its replies are kept (‹ › under the message)."
+        )
         self.edit_label.setWordWrap(True)
         cancel_edit = QPushButton("Cancel")
         cancel_edit.setFlat(True)
@@ -208,6 +227,7 @@ class Composer(QWidget):
 
         self.attach_button = QToolButton()
         self.attach_button.setObjectName("attachButton")
+        self.attach_button.setAccessibleName("Attach pictures")
         self.attach_button.setAutoRaise(True)
         self.attach_button.setIconSize(QSize(20, 20))
         self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -302,11 +322,52 @@ class Composer(QWidget):
         self.error_label.hide()
 
     def set_attachments_enabled(self, enabled: bool, reason: str = "") -> None:
-        """Images only when the loaded model can see: else the attach button is disabled
-        and says why (e.g. "This model has no vision projector")."""
+        """Images only when the loaded model can see: else the picture button says why
+        (``TEXT_ONLY_MODEL``) and, clicked, offers the models that can see. A refusal on
+        screen goes when this changes: its cause is gone."""
+        if enabled != self._attachments_enabled:
+            self.clear_error()
         self._attachments_enabled = enabled
         self._attachments_reason = reason
         self._update_attach_button()
+
+    def set_vision_models(self, models: Callable[[], Iterable[VisionModel]]) -> None:
+        """Where the picture menu finds the models that can see (asked when it opens):
+        (name, key) pairs; choosing one emits ``vision_model_chosen(key)``."""
+        self._vision_models = models
+
+    def show_vision_menu(self) -> QMenu:
+        """What the picture button does on a text-only model: why pictures cannot be
+        attached, and the models in the library that can see them, one click each."""
+        menu = QMenu(self)
+        menu.setObjectName("visionMenu")
+        menu.setToolTipsVisible(True)
+        explanation = QLabel(self._refusal())
+        explanation.setObjectName("visionExplanation")
+        explanation.setWordWrap(True)
+        explanation.setMinimumWidth(320)
+        explanation.setContentsMargins(10, 6, 10, 6)
+        text = QWidgetAction(menu)
+        text.setDefaultWidget(explanation)
+        menu.addAction(text)
+        menu.addSeparator()
+        models = list(self._vision_models())
+        for name, key in models:
+            action = menu.addAction(f"Load {name}")
+            action.setToolTip(f"{name} has a vision file: it can see pictures")
+            action.triggered.connect(lambda _checked=False, k=key: self.vision_model_chosen.emit(k))
+        if not models:
+            none = menu.addAction(NO_VISION_MODELS)
+            none.setEnabled(False)
+        self.vision_menu = menu
+        menu.aboutToHide.connect(self._vision_menu_closed)
+        menu.popup(self.attach_button.mapToGlobal(self.attach_button.rect().topLeft()))
+        return menu
+
+    def _vision_menu_closed(self) -> None:
+        menu, self.vision_menu = self.vision_menu, None
+        if menu is not None:
+            menu.deleteLater()
 
     def attachments_enabled(self) -> bool:
         return self._attachments_enabled
@@ -364,6 +425,7 @@ class Composer(QWidget):
     def remove_attachment(self, index: int) -> None:
         if 0 <= index < len(self._attachments):
             del self._attachments[index]
+            self.clear_error()  # the refusal was about the images: its cause may be gone
             self._rebuild_thumbs()
 
     def clear_attachments(self) -> None:
@@ -378,7 +440,7 @@ class Composer(QWidget):
 
     def choose_files(self) -> None:
         if not self._attachments_enabled:
-            self.show_image_error(self._refusal())
+            self.show_vision_menu()
             return
         paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "", IMAGE_FILTER)
         if paths:
@@ -477,7 +539,7 @@ class Composer(QWidget):
     # -- internals --------------------------------------------------------------------
 
     def _refusal(self) -> str:
-        return self._attachments_reason or "Images cannot be attached to this conversation."
+        return self._attachments_reason or TEXT_ONLY_MODEL
 
     def _make_attachment(self, data: bytes, name: str) -> Attachment | None:
         buffer = QBuffer()
@@ -574,14 +636,21 @@ class Composer(QWidget):
         self.hint.setText(text)
 
     def _update_attach_button(self) -> None:
-        self.attach_button.setEnabled(self._attachments_enabled)
+        # Enabled either way: on a text-only model a click explains and offers the models
+        # that can see (a disabled button did nothing). Dimmed then, so it does not look
+        # like it attaches.
+        self.attach_button.setProperty("textOnly", not self._attachments_enabled)
         self.attach_button.setToolTip(
-            "Attach images (or drop or paste them here)" if self._attachments_enabled else self._refusal()
+            "Attach images (or drop or paste them here)"
+            if self._attachments_enabled
+            else self._refusal() + " Click for the models that can see."
         )
+        self.attach_button.setAccessibleDescription(self.attach_button.toolTip())
+        self.attach_button.setIcon(_image_icon(self.palette(), dim=not self._attachments_enabled))
 
     def _apply_style(self) -> None:
         colors = ChatColors.from_palette(self.palette())
-        self.attach_button.setIcon(_image_icon(self.palette()))
+        self.attach_button.setIcon(_image_icon(self.palette(), dim=not self._attachments_enabled))
         self.error_label.setStyleSheet(f"color: {colors.error.name()};")
         muted = colors.muted.name()
         self.hint.setStyleSheet(f"color: {muted};")
@@ -630,12 +699,13 @@ def _rounded(pixmap: QPixmap, radius: float) -> QPixmap:
     return out
 
 
-def _image_icon(palette: QPalette) -> QIcon:
+def _image_icon(palette: QPalette, dim: bool = False) -> QIcon:
     """A picture glyph (frame, hill, sun) drawn in the palette's text colours, so it fits
-    light and dark themes without image files; disabled state drawn in the disabled colour."""
+    light and dark themes without image files; disabled state drawn in the disabled colour,
+    ``dim``: the normal state too (a text-only model: the button explains, it attaches nothing)."""
     icon = QIcon()
     for mode, group in (
-        (QIcon.Mode.Normal, QPalette.ColorGroup.Active),
+        (QIcon.Mode.Normal, QPalette.ColorGroup.Disabled if dim else QPalette.ColorGroup.Active),
         (QIcon.Mode.Disabled, QPalette.ColorGroup.Disabled),
     ):
         color = palette.color(group, QPalette.ColorRole.WindowText)

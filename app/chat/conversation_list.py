@@ -203,6 +203,13 @@ class ConversationList(QWidget):
         self._current: ConversationId | None = None
         self._updating = False
         self._now: datetime | None = None
+        # Rows keep their places while the pointer is over the list (a reply finishing
+        # would move its chat to the top, under a click on its way): the order shown, and
+        # whether a reorder waits for the pointer to leave or the selection to change.
+        self._pointer_inside = False
+        self._mouse_down = False  # a press in the list: a selection it makes is a click
+        self._order: list[ConversationId] = []
+        self._reorder_pending = False
 
         self.new_button = QPushButton("New chat")
         self.new_button.setObjectName("newChat")
@@ -231,6 +238,7 @@ class ConversationList(QWidget):
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.delete_pressed.connect(self._delete_current)
         self.list.viewport().setAutoFillBackground(False)
+        self.list.viewport().installEventFilter(self)
 
         self.empty_label = QLabel()
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -347,7 +355,7 @@ class ConversationList(QWidget):
         if summary is None:
             return
         # One undo at a time: the offer for the previous delete ends, which makes it final.
-        self.undo_bar.offer(summary, f"Deleted “{_short(summary.title)}”")
+        self.undo_bar.offer(summary, f"Deleted “{summary.title}”")
         self._deleted = summary
         self._busy.pop(conversation_id, None)
         was_current = conversation_id == self._current
@@ -395,14 +403,15 @@ class ConversationList(QWidget):
     def _sorted(self, conversations: Iterable[ConversationSummary]) -> list[ConversationSummary]:
         return sorted(conversations, key=lambda c: _sort_key(c.updated_at), reverse=True)
 
-    def _refill(self) -> None:
+    def _refill(self, reorder: bool = False) -> None:
         """Rebuild the rows from ``_all`` (a few hundred items: cheap), keeping the current
-        conversation selected and the scroll position."""
+        conversation selected and the scroll position; ``reorder``: sorted even under the
+        pointer."""
         scroll = self.list.verticalScrollBar().value()
         self._updating = True
         try:
             self.list.clear()
-            for summary in self._sorted(self._all.values()):
+            for summary in self._display_order(hold=self._pointer_inside and not reorder):
                 item = QListWidgetItem(summary.title)
                 item.setData(ID_ROLE, summary.id)
                 item.setData(SUMMARY_ROLE, summary)
@@ -417,6 +426,26 @@ class ConversationList(QWidget):
         finally:
             self._updating = False
         self.list.verticalScrollBar().setValue(scroll)
+
+    def _display_order(self, hold: bool) -> list[ConversationSummary]:
+        """Most recent first; with ``hold`` (the pointer is over the list), the rows shown
+        keep their places (new ones go on top) and the move waits (``reorder_pending``)."""
+        ordered = self._sorted(self._all.values())
+        if hold and self._order:
+            place = {cid: k for k, cid in enumerate(self._order)}
+            new = [c for c in ordered if c.id not in place]
+            kept = sorted((c for c in ordered if c.id in place), key=lambda c: place[c.id])
+            shown = new + kept
+            self._reorder_pending = [c.id for c in shown] != [c.id for c in ordered]
+        else:
+            shown = ordered
+            self._reorder_pending = False
+        self._order = [c.id for c in shown]
+        return shown
+
+    def reorder_pending(self) -> bool:
+        """Whether a chat waits to move to its place until the pointer leaves the list."""
+        return self._reorder_pending
 
     def _apply_filter(self) -> None:
         query = self.search_text().casefold()
@@ -461,6 +490,14 @@ class ConversationList(QWidget):
         if conversation_id != self._current:
             self._current = conversation_id
             self.selected.emit(conversation_id)
+            if self._reorder_pending and not self._mouse_down:
+                # Moved by the keyboard: the rows may take their places now (a click
+                # leaves them until the pointer goes). Not inside the list's own signal.
+                QTimer.singleShot(0, self._reorder_now)
+
+    def _reorder_now(self) -> None:
+        if self._reorder_pending:
+            self._refill(reorder=True)
 
     def _delete_current(self) -> None:
         item = self.list.currentItem()
@@ -482,6 +519,19 @@ class ConversationList(QWidget):
         self.delete_committed.emit(summary.id)
 
     def eventFilter(self, watched: object, event: QEvent) -> bool:
+        if watched is self.list.viewport():
+            kind = event.type()
+            if kind == QEvent.Type.Enter:
+                self._pointer_inside = True
+            elif kind == QEvent.Type.MouseButtonPress:
+                self._mouse_down = True
+            elif kind == QEvent.Type.MouseButtonRelease:
+                self._mouse_down = False
+            elif kind in (QEvent.Type.Leave, QEvent.Type.Hide):  # hidden: no Leave comes
+                self._pointer_inside = False
+                if self._reorder_pending:
+                    self._refill()
+            return False
         # Down arrow from the search box moves into the list; Esc clears the search.
         if watched is self.search and event.type() == QEvent.Type.KeyPress:
             key = event.key()  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from PySide6.QtGui import (
     QPainter,
     QPainterPath,
     QPalette,
+    QPen,
     QPixmap,
     QTextCharFormat,
     QTextDocument,
@@ -61,6 +62,7 @@ class RowPaint:
     selection: tuple[int, int] | None  # anchor, position
     tick: int  # animation step of the writing dots
     thought: ThoughtPaint | None = None
+    focused: MessageAction | None = None  # the action the keyboard is on
 
 
 class MessagePainter:
@@ -121,13 +123,17 @@ class MessagePainter:
                 line = self._layout.small_fm.elidedText(paint.stats, elide, geom.width)
                 painter.drawText(geom.stats, int(Qt.AlignmentFlag.AlignVCenter), line)
 
-        # Always shown, quietly (muted text, no frame); the one under the mouse lights up.
+        # Always shown, quietly (muted text, no frame); the one under the mouse lights up,
+        # the one the keyboard is on lights up inside an accent ring.
         for item in paint.footer:
-            hovered = item.action is not None and paint.hovered is item.action
+            focused = item.action is not None and paint.focused is item.action
+            hovered = focused or (item.action is not None and paint.hovered is item.action)
             if hovered:
                 painter.setPen(Qt.PenStyle.NoPen)
                 painter.setBrush(colors.hover)
                 painter.drawRoundedRect(QRectF(item.rect).adjusted(0, 1, 0, -1), 6, 6)
+            if focused:
+                self._paint_ring(painter, QRectF(item.rect).adjusted(0.5, 1.5, -0.5, -1.5), 6)
             painter.setPen(colors.text if hovered else colors.faint if item.dim else colors.muted)
             painter.drawText(item.rect, int(Qt.AlignmentFlag.AlignCenter), item.text)
         painter.restore()
@@ -152,9 +158,7 @@ class MessagePainter:
             painter.setBrush(colors.hover)
             painter.drawRoundedRect(QRectF(header).adjusted(0, 1, 0, -1), 6, 6)
         if thought.focused:
-            painter.setPen(colors.accent)
-            painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawRoundedRect(QRectF(header).adjusted(0.5, 1.5, -0.5, -1.5), 6, 6)
+            self._paint_ring(painter, QRectF(header).adjusted(0.5, 1.5, -0.5, -1.5), 6)
         pen = colors.text if thought.hovered else colors.muted
         x = header.x() + ACTION_PAD_X
         cy = header.center().y() + 0.5
@@ -186,6 +190,25 @@ class MessagePainter:
         visible = visible.intersected(QRectF(0, 0, body.width(), body.height()))
         if not visible.isEmpty():
             self._paint_document(painter, thought.document, offset, visible, None, colors.muted)
+
+    def _paint_ring(self, painter: QPainter, rect: QRectF, radius: float) -> None:
+        painter.save()
+        pen = QPen(self.colors.accent)
+        pen.setWidthF(1.5)
+        painter.setPen(pen)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(rect, radius, radius)
+        painter.restore()
+
+    def paint_focus_ring(self, painter: QPainter, rect: QRect) -> None:
+        """The view has the keyboard: a thin accent ring just inside its edge."""
+        painter.save()
+        pen = QPen(self.colors.accent)
+        pen.setWidthF(2.0)
+        painter.setPen(pen)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(QRectF(rect).adjusted(1, 1, -1, -1), 4, 4)
+        painter.restore()
 
     def _paint_document(
         self,

@@ -281,7 +281,9 @@ class MessageRows:
         elif data.role is Role.ASSISTANT:
             cut_off = data.stats is not None and data.stats.stop_reason is StopReason.LENGTH
             resumable = data.state in (MessageState.INTERRUPTED, MessageState.CANCELLED) or cut_off
-            if resumable and i == self._last_assistant():
+            # Only the conversation's last message: after a reply was deleted, an older
+            # reply is followed by the user's message and has nothing to continue into.
+            if resumable and i == len(self._rows) - 1:
                 actions.append(MessageAction.CONTINUE)
             if data.can_regenerate:
                 actions.append(MessageAction.REGENERATE)
@@ -299,11 +301,6 @@ class MessageRows:
         data = row.data
         return f"{data.version}/{data.version_count}" if data.version_count > 1 else ""
 
-    def _last_assistant(self) -> int:
-        for i in range(len(self._rows) - 1, -1, -1):
-            if self._rows[i].data.role is Role.ASSISTANT:
-                return i
-        return -1
 
 
 def with_state(

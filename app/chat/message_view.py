@@ -14,7 +14,9 @@ conversations stay smooth. The widget holds the events and the glue; the parts a
 
 Every message shows its actions (Copy, Edit or Regenerate, Delete) and, when it has
 versions, a ``‹ 2/3 ›`` switcher, without hovering; a reply is headed by the model that
-wrote it (``MessageData.author``). Deleting offers Undo in a bar under the messages.
+wrote it (``MessageData.author``). Deleting offers Undo in a bar under the messages. The
+keyboard reaches every action: Tab/Shift+Tab (or Left/Right) walk them, each drawn in a
+focus ring, Enter or Space acts (``focusNextPrevChild``).
 
 Streamed text comes already throttled by the engine (~30 deltas a second); the deltas
 that arrive before the next event-loop turn are laid out together then (later only after
@@ -29,6 +31,8 @@ from collections.abc import Iterable
 
 from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
+    QAccessible,
+    QAccessibleEvent,
     QContextMenuEvent,
     QDesktopServices,
     QFocusEvent,
@@ -49,7 +53,7 @@ from app.chat.data import MessageAction, MessageData, MessageId, MessageState, R
 from app.chat.markdown import MarkdownStyle, code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
-from app.chat.message_layout import FooterItem, Geometry, MessageLayout, column_x
+from app.chat.message_layout import VERSION_ARROWS, FooterItem, Geometry, MessageLayout, column_x
 from app.chat.message_painter import MessagePainter, RowPaint, ThoughtPaint, square_thumbnail
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
 from app.chat.repaint_region import changed_region
@@ -66,6 +70,24 @@ def _author(data: MessageData) -> str:
         return data.author or "Assistant"
     return "You" if data.role is Role.USER else "System"
 
+
+THOUGHT = "thought"  # the thinking header, as a place the keyboard can be
+FocusStop = tuple[MessageId, MessageAction | str]  # a message and one thing it offers
+ACTION_NAMES = {
+    MessageAction.COPY: "Copy the message",
+    MessageAction.EDIT: "Edit the message",
+    MessageAction.REGENERATE: "Regenerate the reply",
+    MessageAction.CONTINUE: "Continue the reply",
+    MessageAction.DELETE: "Delete the message",
+    MessageAction.PREVIOUS_VERSION: "Previous version",
+    MessageAction.NEXT_VERSION: "Next version",
+}
+
+KEYBOARD_FOCUS = (
+    Qt.FocusReason.TabFocusReason,
+    Qt.FocusReason.BacktabFocusReason,
+    Qt.FocusReason.ShortcutFocusReason,
+)
 
 INDICATOR_INTERVAL_MS = 280
 # The writing dots hold still while text arrives (the text moving says enough, and on two
@@ -115,7 +137,11 @@ class MessageView(QAbstractScrollArea):
         # Thinking blocks the user opened or closed; the rest are open only while thinking.
         self._thought_open: dict[MessageId, bool] = {}
         self._hover_thought = -1  # the row whose thinking header is under the mouse
-        self._focus_thought: MessageId | None = None  # the header Tab moved to
+        self._focus: FocusStop | None = None  # what Tab moved to (see focusNextPrevChild)
+        # The focus ring shows when the keyboard brought the focus (Tab, a shortcut) or is
+        # used in the view, not after a click: what the mouse points at says enough then.
+        self._ring = False
+        self.setAccessibleName("Messages")
 
         self._documents = MessageDocuments(
             self, self._style(), self._layout.body_font, self._layout.small_font
@@ -179,6 +205,8 @@ class MessageView(QAbstractScrollArea):
         self._replace(index, None, messages)
 
     def _replace(self, start: int, end: int | None, messages: Iterable[MessageData]) -> None:
+        focus = self._focus
+        focus_at = None if focus is None else self._rows.find(focus[0])
         gone = self._rows.truncate(start, end)
         for message in messages:
             self._rows.append(Row(message, self._estimate(message)))
@@ -192,6 +220,11 @@ class MessageView(QAbstractScrollArea):
         self._hover_action = None
         self._scroll.settle()
         self._update_indicator_timer()
+        if focus is not None and focus[0] not in live:
+            if focus_at is not None and focus[1] in VERSION_ARROWS:
+                self._keep_focus_after_replace(focus_at, focus[1])
+            else:
+                self._focus_on(None)
 
     def clear(self) -> None:
         self.set_messages(())
@@ -538,6 +571,7 @@ class MessageView(QAbstractScrollArea):
         if not self._rows:
             painter.setPen(self._painter.colors.muted)
             painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, self._placeholder)
+            self._paint_focus_ring(painter)
             return
         value = self.verticalScrollBar().value()
         clip = event.rect()
@@ -555,9 +589,16 @@ class MessageView(QAbstractScrollArea):
                 late = True
             origin = QPoint(x0, self._rows.top(i) - value)
             self._painter.paint_row(painter, row, origin, clip, self._row_paint(i))
+        self._paint_focus_ring(painter)
         painter.end()
         if late:
             self._scroll.settle_later()
+
+    def _paint_focus_ring(self, painter: QPainter) -> None:
+        """The keyboard came to the view: a ring round its edge, as a text box shows it
+        (while it shows, the view is not scrolled by moving pixels, which would move it)."""
+        if self._ring and self.hasFocus():
+            self._painter.paint_focus_ring(painter, self.viewport().rect())
 
     def _row_paint(self, i: int) -> RowPaint:
         row = self._rows[i]
@@ -573,10 +614,17 @@ class MessageView(QAbstractScrollArea):
             stats=MessageRows.stats_line(row),
             footer=self._footer(i),
             hovered=hover[1] if hover is not None and hover[0] == i else None,
+            focused=self._focused_action(data.id),
             selection=(sel.anchor, sel.position) if sel and sel.row_id == data.id and not sel.empty else None,
             tick=self._tick,
             thought=self._thought_paint(i),
         )
+
+    def _focused_action(self, message_id: MessageId) -> MessageAction | None:
+        focus = self._focus
+        if focus is None or focus[0] != message_id or not self.hasFocus():
+            return None
+        return focus[1] if isinstance(focus[1], MessageAction) else None
 
     def _thought_paint(self, i: int) -> ThoughtPaint | None:
         data = self._rows[i].data
@@ -586,7 +634,7 @@ class MessageView(QAbstractScrollArea):
             summary=data.thought.summary(),
             document=self._documents.thought(data) if self.thought_open(data.id) else None,
             hovered=self._hover_thought == i,
-            focused=self._focus_thought == data.id and self.hasFocus(),
+            focused=self._focus == (data.id, THOUGHT) and self.hasFocus(),
         )
 
     # -- mouse, keyboard, menus -----------------------------------------------------
@@ -669,7 +717,7 @@ class MessageView(QAbstractScrollArea):
         if hit.kind == "action" and hit.action is pressed.action and hit.action is not None:
             self.trigger_action(message_id, hit.action)
         elif hit.kind == "thought":
-            self._focus_thought = message_id
+            self._focus = (message_id, THOUGHT)
             self.toggle_thought(message_id)
         elif hit.kind == "anchor" and hit.anchor == pressed.anchor:
             self.activate_anchor(message_id, hit.anchor)
@@ -726,13 +774,17 @@ class MessageView(QAbstractScrollArea):
             menu.exec(event.globalPos())
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
+        self._show_ring(True)
         if event.matches(QKeySequence.StandardKey.Copy) and self.selected_text():
             self._copy(self.selected_text())
             return
-        toggle = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
-        focused = self._focus_thought
-        if event.key() in toggle and focused is not None and self._rows.find(focused) is not None:
-            self.toggle_thought(focused)
+        activate = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
+        plain = event.modifiers() in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.KeypadModifier)
+        if event.key() in activate and plain and self._activate_focused():
+            return
+        arrows = {Qt.Key.Key_Left: False, Qt.Key.Key_Right: True}
+        if event.key() in arrows and plain:
+            self._step(arrows[Qt.Key(event.key())])  # within the view: it does not leave it
             return
         bar = self.verticalScrollBar()
         if event.key() == Qt.Key.Key_Home:
@@ -744,67 +796,173 @@ class MessageView(QAbstractScrollArea):
             return
         super().keyPressEvent(event)
 
-    # Tab walks the thinking headers (Enter or Space opens or folds the one it is on), then
-    # leaves the view as it would have: replies are painted, not widgets, so the view keeps
-    # this focus itself.
+    # Tab walks what a message offers — its thinking header, its ‹ › version arrows and
+    # its actions (Copy, Edit, Regenerate, Continue, Delete), message after message from
+    # the first one on screen — and Enter or Space does what a click would; after the last
+    # (or before the first) Tab leaves the view as it would have. Replies are painted, not
+    # widgets, so the view keeps this focus itself and draws it.
 
-    def _thought_ids(self) -> list[MessageId]:
-        return [row.data.id for row in self._rows if row.message.thought is not None]
+    def focused_item(self) -> FocusStop | None:
+        """Where the keyboard is inside the view: (message id, the action or THOUGHT)."""
+        return self._focus
+
+    def focus_item(self, message_id: MessageId, kind: MessageAction | str) -> bool:
+        """Put the keyboard on one thing a message offers (as Tab would); False if it
+        offers no such thing now."""
+        stop = (message_id, kind)
+        if stop not in self._row_stops(message_id):
+            return False
+        self._focus_on(stop)
+        return True
+
+    def _row_stops(self, message_id: MessageId) -> list[FocusStop]:
+        i = self._rows.find(message_id)
+        return [] if i is None else self._stops_of(i)
+
+    def _stops_of(self, i: int) -> list[FocusStop]:
+        """What Tab stops at in row i, in the order it is drawn."""
+        row = self._rows[i]
+        message_id = row.data.id
+        stops: list[FocusStop] = []
+        if row.message.thought is not None:
+            stops.append((message_id, THOUGHT))
+        actions = self._rows.actions(i)
+        stops += [(message_id, a) for a in actions if a in VERSION_ARROWS]
+        stops += [(message_id, a) for a in actions if a not in VERSION_ARROWS]
+        return stops
+
+    def _stops(self) -> list[FocusStop]:
+        return [stop for i in range(len(self._rows)) for stop in self._stops_of(i)]
 
     def focusNextPrevChild(self, next: bool) -> bool:
-        ids = self._thought_ids()
-        if ids:
-            current = self._focus_thought
-            if current in ids:
-                k = ids.index(current) + (1 if next else -1)
-            else:
-                k = self._first_visible_thought(ids, next)
-            if 0 <= k < len(ids):
-                self._focus_thought_on(ids[k])
-                return True
-        self._focus_thought_on(None)
+        if self._step(next):
+            return True
+        self._focus_on(None)
         return super().focusNextPrevChild(next)
 
-    def _first_visible_thought(self, ids: list[MessageId], forward: bool) -> int:
-        """The first thinking header on screen (the last, going back); else the first or last."""
+    def _step(self, forward: bool) -> bool:
+        """The keyboard to the next (previous) stop; False past the last (first)."""
+        stops = self._stops()
+        self._show_ring(True)
+        if not stops:
+            return False
+        current = self._focus
+        if current in stops:
+            k = stops.index(current) + (1 if forward else -1)
+        else:
+            k = self._first_visible_stop(stops, forward)
+        if 0 <= k < len(stops):
+            self._focus_on(stops[k])
+            return True
+        return False
+
+    def _first_visible_stop(self, stops: list[FocusStop], forward: bool) -> int:
+        """The first stop on screen (the last, going back); else the first or last."""
         value = self.verticalScrollBar().value()
-        seen = [
-            k
-            for k, message_id in enumerate(ids)
-            if value <= self._rows.top(self._rows.find(message_id) or 0) < value + self.viewport().height()
-        ]
+        bottom = value + self.viewport().height()
+        seen = [k for k, stop in enumerate(stops) if value <= self._stop_y(stop) < bottom]
         if seen:
             return seen[0] if forward else seen[-1]
-        return 0 if forward else len(ids) - 1
+        return 0 if forward else len(stops) - 1
 
-    def _focus_thought_on(self, message_id: MessageId | None) -> None:
-        old, self._focus_thought = self._focus_thought, message_id
-        for changed in {old, message_id} - {None}:
+    def _stop_y(self, stop: FocusStop) -> int:
+        """Content y of a stop: its thinking header or its actions line."""
+        i = self._rows.find(stop[0])
+        if i is None:
+            return -1
+        geom = self._rows[i].geom
+        top = self._rows.top(i)
+        if geom is None:
+            return top
+        if stop[1] == THOUGHT:
+            return top + (geom.thought.y() if geom.thought is not None else 0)
+        return top + geom.footer.y()
+
+    def _focus_on(self, stop: FocusStop | None) -> None:
+        old, self._focus = self._focus, stop
+        for changed in {old and old[0], stop and stop[0]} - {None}:
             i = self._rows.find(changed)
             if i is not None:
                 self._update_row(i)
-        i = None if message_id is None else self._rows.find(message_id)
-        if i is not None:
-            row = self._rows[i]
-            top = self._rows.top(i) + (row.geom.thought.y() if row.geom and row.geom.thought else 0)
-            bar = self.verticalScrollBar()
-            if not bar.value() <= top < bar.value() + self.viewport().height() - 24:
-                self._scroll.follow = False
-                self._scroll.set_scroll(max(0, top - 24))
-                self._scroll.measure_visible()
+        self._announce(stop)
+        if stop is None or self._rows.find(stop[0]) is None:
+            return
+        y = self._stop_y(stop)
+        bar = self.verticalScrollBar()
+        line = self._layout.small_fm.height() + 6
+        if not (bar.value() <= y and y + line <= bar.value() + self.viewport().height()):
+            self._scroll.follow = False
+            self._scroll.set_scroll(max(0, y - max(24, self.viewport().height() // 3)))
+            self._scroll.measure_visible()
+
+    def _announce(self, stop: FocusStop | None) -> None:
+        """What a screen reader says about the view: the thing the keyboard is on."""
+        if stop is None:
+            text = ""
+        else:
+            message_id, kind = stop
+            data = self.message(message_id)
+            who = "" if data is None else _author(data)
+            if kind == THOUGHT:
+                what = "Hide the thinking" if self.thought_open(message_id) else "Show the thinking"
+            else:
+                assert isinstance(kind, MessageAction)
+                what = ACTION_NAMES.get(kind, kind.value)
+                if kind in VERSION_ARROWS:
+                    what += f" (now {self.version_text(message_id)})"
+            text = f"{what}, message from {who}" if who else what
+        self.setAccessibleDescription(text)
+        if QAccessible.isActive():
+            QAccessible.updateAccessibility(QAccessibleEvent(self, QAccessible.Event.DescriptionChanged))
+
+    def _activate_focused(self) -> bool:
+        """Enter or Space on the stop the keyboard is on: what a click on it does."""
+        stop = self._focus
+        if stop is None or stop not in self._row_stops(stop[0]):
+            return False
+        message_id, kind = stop
+        if kind == THOUGHT:
+            self.toggle_thought(message_id)
+        else:
+            assert isinstance(kind, MessageAction)
+            self.trigger_action(message_id, kind)
+        return True
+
+    def _keep_focus_after_replace(self, index: int, kind: MessageAction | str) -> None:
+        """The ‹ › arrows show another version in place of the row the keyboard was on:
+        the keyboard stays on the same arrow of the version now shown (Enter steps on)."""
+        if index < len(self._rows):
+            message_id = self._rows[index].data.id
+            for candidate in (kind, *VERSION_ARROWS):
+                if (message_id, candidate) in self._stops_of(index):
+                    self._focus_on((message_id, candidate))
+                    return
+        self._focus_on(None)
+
+    def has_focus_ring(self) -> bool:
+        """Whether the view shows that the keyboard is on it."""
+        return self._ring and self.hasFocus()
+
+    def _show_ring(self, shown: bool) -> None:
+        if shown != self._ring:
+            self._ring = shown
+            self.viewport().update()
 
     def focusInEvent(self, event: QFocusEvent) -> None:
         super().focusInEvent(event)
-        ids = self._thought_ids()
         reason = event.reason()
-        if ids and reason in (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason):
+        if reason in KEYBOARD_FOCUS:
+            self._show_ring(True)
+        stops = self._stops()
+        if stops and reason in (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason):
             forward = reason is Qt.FocusReason.TabFocusReason
-            self._focus_thought_on(ids[self._first_visible_thought(ids, forward)])
+            self._focus_on(stops[self._first_visible_stop(stops, forward)])
 
     def focusOutEvent(self, event: QFocusEvent) -> None:
         super().focusOutEvent(event)
         if event.reason() is not Qt.FocusReason.PopupFocusReason:  # the context menu keeps it
-            self._focus_thought_on(None)
+            self._show_ring(False)
+            self._focus_on(None)
 
     def viewportEvent(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ToolTip:
@@ -833,7 +991,7 @@ class MessageView(QAbstractScrollArea):
             self._scroll.follow = self.is_at_bottom()
             self._scroll.measure_visible()
             self.viewport().update()
-        elif dx == 0 and 0 < abs(dy) < self.viewport().height() and not self._rows_moved:
+        elif dx == 0 and 0 < abs(dy) < self.viewport().height() and not (self._rows_moved or self._ring):
             # Following a streamed reply: move what is on screen, paint what comes in (and
             # what ``_repaint_changed`` asked for). On two cores each full paint is taken
             # from decode.

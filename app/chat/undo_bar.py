@@ -4,11 +4,38 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtGui import QHideEvent, QShowEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
 UNDO_SECONDS = 8
+
+
+class ElidedLabel(QLabel):
+    """One line that gives way to its neighbours: cut with "…" to its width, whole in its
+    tooltip (a label as wide as its text would push the Undo button out of a narrow bar)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setMinimumWidth(0)
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self._elide()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideMiddle, max(0, self.width()))
+        self.setText(shown)
+        self.setToolTip(self._full if shown != self._full else "")
 
 
 class UndoBar(QFrame):
@@ -29,7 +56,7 @@ class UndoBar(QFrame):
         self._key: Hashable | None = None
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 4, 4, 4)
-        self.label = QLabel()
+        self.label = ElidedLabel()
         self.button = QPushButton("Undo")
         self.button.clicked.connect(self.undo)
         layout.addWidget(self.label, 1)
@@ -47,9 +74,13 @@ class UndoBar(QFrame):
         if self._key is not None:
             self.dismiss()
         self._key = key
-        self.label.setText(text)
+        self.label.set_full_text(text)
         self.show()
         self.timer.start()
+
+    def text(self) -> str:
+        """The whole text of the offer (the label may show it cut)."""
+        return self.label.full_text()
 
     def pending(self) -> Hashable | None:
         """What the offer on show would bring back (None: no offer)."""

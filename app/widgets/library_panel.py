@@ -18,10 +18,12 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
     QMenu,
+    QPushButton,
     QTreeView,
     QVBoxLayout,
     QWidget,
@@ -38,20 +40,37 @@ PATH_ROLE = Qt.ItemDataRole.UserRole + 2
 REMOTE_ROLE = Qt.ItemDataRole.UserRole + 3  # a remote model's RemoteModelInfo
 REMOTE_KEY_ROLE = Qt.ItemDataRole.UserRole + 4  # its (base URL, model id), to select it again
 SERVER_ROLE = Qt.ItemDataRole.UserRole + 5  # a remote server's row: its base URL
-COLUMNS = ("Model", "Size", "Quant", "On disk")
+TIP_ROLE = Qt.ItemDataRole.UserRole + 6  # a model's tooltip before "Loaded now"
+COLUMNS = ("Model", "Parameters", "Quant", "Size")
 COLUMN_TIPS = {
-    "Size": "The size label in the file (usually from the model's name); the model page also shows "
-    "the parameters counted in the weights",
+    "Parameters": "How many weights the model has, as its file labels them (usually from the model's "
+    "name); the model page also shows the parameters counted in the weights",
     "Quant": "How the weights are stored (quantization)",
-    "On disk": "Bytes on disk, every part of a split model together",
+    "Size": "The file's size on disk, every part of a split model together",
 }
-# Which columns give way first when the list is narrow; the name stays.
-COLUMNS_BY_PRIORITY = (1, 2, 3)
+PARAMETERS_COLUMN, QUANT_COLUMN, SIZE_COLUMN = 1, 2, 3
+# The columns kept first when the list is narrow (the last given way first); the name stays.
+COLUMNS_BY_PRIORITY = (SIZE_COLUMN, PARAMETERS_COLUMN, QUANT_COLUMN)
 NAME_MIN_WIDTH = 220
 BASE_TAG = "base model"
 VISION_TAG = "vision projector"
 REMOTE_TAG = "remote"
+LOADED_TAG = "loaded"
 INVALID_COLOR = QColor("#d62728")
+EMPTY_TEXT = (
+    "<b>No models yet.</b><br>Find one on <a href='discover'>Discover</a>: search the Hugging Face "
+    "Hub from Hearth and see what fits this computer before downloading. Small ones such as "
+    "Gemma 3 270M or Qwen 2.5 0.5B run on any laptop.<br><br>Models already on disk: "
+    "<a href='add'>Add models…</a> (Ctrl+O). Drop <code>.gguf</code> files or folders anywhere "
+    "on this window works too."
+)
+
+
+def short_reason(error: str) -> str:
+    """What a list row says of an unusable file: the reason's first words ("incomplete
+    file"), the whole of it in the tooltip and on the model page."""
+    head = error.split(": ", 1)[0]
+    return head if len(head) <= 40 else head[:39] + "…"
 
 
 def _remote_key(key: tuple[str, str]) -> str:
@@ -80,12 +99,15 @@ class LibraryTree(QTreeView):
 class LibraryPanel(QWidget):
     selection_changed = Signal(object)  # LibraryEntry | None
     remote_selected = Signal(object)  # RemoteModelInfo of a remote model's row, else None
+    add_requested = Signal()  # the empty library's "Add models…"
+    discover_requested = Signal()  # its "Discover"
 
     def __init__(self, controller: LibraryController, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
         self._entries: tuple[LibraryEntry, ...] = ()
         self._remote: tuple[ServerListing, ...] = ()
+        self._loaded: Path | None = None  # the model loaded now, marked in the list
         self.heading = QLabel("Library")
         font = self.heading.font()
         font.setBold(True)
@@ -118,11 +140,9 @@ class LibraryPanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, len(COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        self.empty_label = QLabel(
-            "<b>No models yet.</b><br>Drop <code>.gguf</code> files or folders anywhere on this window, "
-            "or use <i>Add models…</i> (Ctrl+O).<br><br>GGUF models are published on Hugging Face "
-            "(search for “GGUF”); small ones such as Gemma 3 270M or Qwen 2.5 0.5B run on any laptop."
-        )
+        self.empty_label = QLabel(EMPTY_TEXT)
+        self.empty_label.setObjectName("libraryEmpty")
+        self.empty_label.linkActivated.connect(self._empty_link)
         self.empty_label.setWordWrap(True)
         self.empty_label.setTextFormat(Qt.TextFormat.RichText)
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
@@ -134,6 +154,18 @@ class LibraryPanel(QWidget):
         layout.addWidget(self.search)
         layout.addWidget(self.tree, 1)
         layout.addWidget(self.empty_label, 1)
+        # Remove is a button too, not only in the context menu: a broken file is found by
+        # looking at the list, and the reason says to get rid of it.
+        self.remove_button = QPushButton("Remove from library")
+        self.remove_button.setObjectName("removeModel")
+        self.remove_button.setToolTip("Forget the selected file; it stays on disk (Delete)")
+        self.remove_button.setEnabled(False)
+        self.remove_button.clicked.connect(self.remove_selected)
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 4)
+        buttons.addStretch(1)
+        buttons.addWidget(self.remove_button)
+        layout.addLayout(buttons)
 
         self.remove_action = QAction("Remove from library", self)
         self.remove_action.setShortcut(QKeySequence.StandardKey.Delete)
@@ -208,6 +240,33 @@ class LibraryPanel(QWidget):
         shown = bool(self._entries) or bool(self._remote)
         self.empty_label.setVisible(not shown)
         self.tree.setVisible(shown)
+        self.remove_button.setVisible(bool(self._entries))
+
+    def _empty_link(self, href: str) -> None:
+        (self.discover_requested if href == "discover" else self.add_requested).emit()
+
+    # -- the loaded model ---------------------------------------------------------------
+
+    def set_loaded(self, path: Path | None) -> None:
+        """Mark the model loaded now (bold, a "loaded" tag); None: no model is loaded."""
+        self._loaded = path
+        for row in range(self.model.rowCount()):
+            self._mark_loaded(self.model.item(row, 0))
+
+    def loaded_path(self) -> Path | None:
+        return self._loaded
+
+    def _mark_loaded(self, name: QStandardItem) -> None:
+        entry: LibraryEntry | None = name.data(ENTRY_ROLE)
+        if entry is not None and entry.info is not None and not entry.is_projector:
+            loaded = self._loaded is not None and entry.path == self._loaded
+            font = name.font()
+            font.setBold(loaded)
+            name.setFont(font)
+            base = BASE_TAG if entry.info.is_base_model else None
+            name.setData((f"{LOADED_TAG} · {base}" if base else LOADED_TAG) if loaded else base, BADGE_ROLE)
+            tip = name.data(TIP_ROLE) or ""
+            name.setToolTip(f"Loaded now\n{tip}" if loaded else tip)
 
     def _server_row(self, listing: ServerListing) -> list[QStandardItem]:
         """A server (its name and status) with its models beneath it."""
@@ -239,11 +298,15 @@ class LibraryPanel(QWidget):
     def _row(self, entry: LibraryEntry, child: bool = False) -> list[QStandardItem]:
         info = entry.info
         if info is None:
-            name = QStandardItem(f"{entry.path.name} — {entry.error or 'unusable'}")
+            error = entry.error or "unusable"
+            name = QStandardItem(f"{entry.path.name} — {short_reason(error)}")
             cells = [name, QStandardItem(""), QStandardItem(""), QStandardItem(format_bytes(entry.size))]
             for cell in cells:
                 cell.setForeground(QBrush(INVALID_COLOR))
-            name.setToolTip(f"Hearth cannot use this file: {entry.error}\n{entry.path}")
+                cell.setToolTip(
+                    f"Hearth cannot use this file: {error}\n{entry.path}\n"
+                    "Select it for the details; Remove from library forgets it."
+                )
         else:
             label = entry.display_name
             if entry.is_projector and not child:
@@ -259,14 +322,33 @@ class LibraryPanel(QWidget):
                 name.setData(VISION_TAG, BADGE_ROLE)
                 tip.append("Vision projector: lets this model see images (chosen on the model page)")
             tip += [f"{counted} · {info.file_type} · {on_disk} on disk", str(entry.path)]
+            name.setData("\n".join(tip), TIP_ROLE)
             name.setToolTip("\n".join(tip))
-            size = QStandardItem(info.size_label or "")
-            size.setToolTip(f"Labelled {info.size_label}; {counted} in the weights")
-            cells = [name, size, QStandardItem(info.file_type), QStandardItem(on_disk)]
+            parameters = QStandardItem(info.size_label or format_count(info.parameter_count))
+            labelled = f"Labelled {info.size_label}; " if info.size_label else ""
+            parameters.setToolTip(f"{labelled}{counted} in the weights")
+            size = QStandardItem(on_disk)
+            size.setToolTip(f"{on_disk} on disk")
+            cells = [name, parameters, QStandardItem(info.file_type), size]
         for cell in cells:
             cell.setData(entry, ENTRY_ROLE)
             cell.setData(str(entry.path), PATH_ROLE)
+        if not child:
+            self._mark_loaded(name)
         return cells
+
+    def vision_models(self) -> tuple[tuple[str, Path], ...]:
+        """The models in the library that can see pictures (a vision file, mmproj, is
+        paired with them): (name, path), by name."""
+        models = [e for e in self._entries if e.ok and not e.is_projector and e.projectors and e.info]
+        names = [e.display_name for e in models]
+        # Two files of one model (two quantizations) are told apart by their file names.
+        twice = {n for n in names if names.count(n) > 1}
+        labelled = [
+            (f"{e.display_name} ({e.path.name})" if e.display_name in twice else e.display_name, e.path)
+            for e in models
+        ]
+        return tuple(sorted(labelled, key=lambda m: m[0].lower()))
 
     # -- selection ---------------------------------------------------------------------
 
@@ -316,6 +398,7 @@ class LibraryPanel(QWidget):
             self.tree.setCurrentIndex(self.proxy.index(0, 0))
 
     def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        self.remove_button.setEnabled(current.isValid() and current.data(ENTRY_ROLE) is not None)
         self.selection_changed.emit(current.data(ENTRY_ROLE) if current.isValid() else None)
         self.remote_selected.emit(current.data(REMOTE_ROLE) if current.isValid() else None)
 

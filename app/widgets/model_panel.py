@@ -58,7 +58,8 @@ WELCOME = (
     "Hearth runs GGUF language models on this computer, offline.\n\n"
     "Add one by dropping .gguf files or whole folders anywhere on this window, or with "
     "Add models… (Ctrl+O). Files stay where they are.\n\n"
-    "Where to get models: search Hugging Face for “GGUF”. Small models such as Gemma 3 270M, "
+    "Where to get models: the Discover page (Ctrl+3) searches the Hugging Face Hub from Hearth and "
+    "shows what fits this computer before you download. Small models such as Gemma 3 270M, "
     "Qwen 2.5 0.5B or Llama 3.2 1B run on any laptop; a Q4_K_M file is a good start. "
     "For pictures, also download the model's mmproj file and put it beside the model."
 )

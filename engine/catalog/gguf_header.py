@@ -16,6 +16,7 @@ from engine.catalog.gguf_reader import (
     VT,
     Reader,
     ggml_type_name,
+    incomplete_weights,
     read_preamble,
     shorten,
     type_name,
@@ -212,9 +213,7 @@ def _read_tensor_infos(reader: Reader, count: int) -> list[TensorInfo]:
 
 def check_complete(reader: Reader, header: Header) -> None:
     if reader.size < header.expected_size:
-        present = reader.size * 100 / header.expected_size
-        percent = min(99, max(0, round(present)))
-        raise reader.fail(f"truncated: {percent}% present")
+        raise reader.fail(incomplete_weights(reader.size, header.expected_size))
 
 
 def as_int(value: object) -> int | None:

@@ -19,6 +19,7 @@ import gguf
 
 from engine.catalog.model_info import Scalar
 from engine.errors import InvalidModelFile
+from engine.units import format_bytes
 
 MAGIC = b"GGUF"
 # A real header (vocabulary, merges, templates) is a few tens of MB at most; refusing
@@ -78,6 +79,32 @@ def ggml_type_name(ggml_type: int) -> str:
 
 def shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+DOWNLOAD_AGAIN = "Download it again."
+SHRANK = (
+    "the file got shorter while Hearth read it: is it still being downloaded or copied? "
+    "Rescan once it is complete."
+)
+
+
+def incomplete_header(present: int, missing: int) -> str:
+    """A file that stops inside its header: most likely an unfinished download."""
+    return (
+        f"incomplete file: only its first {format_bytes(present)} are here and it stops inside its "
+        f"header (the model's description); at least {format_bytes(max(1, missing))} more are "
+        f"missing, and the weights after them. {DOWNLOAD_AGAIN}"
+    )
+
+
+def incomplete_weights(present: int, expected: int) -> str:
+    """A file whose header is whole but whose weights are cut short."""
+    percent = min(99, max(0, round(present * 100 / expected)))
+    return (
+        f"incomplete file: {percent}% of it is here ({format_bytes(present)} of "
+        f"{format_bytes(expected)}); {format_bytes(expected - present)} of its weights are "
+        f"missing. {DOWNLOAD_AGAIN}"
+    )
 
 
 def invalid_file(path: Path, reason: str) -> InvalidModelFile:
@@ -169,7 +196,7 @@ class Reader:
         if self.base <= self.pos and end <= self.base + len(self.buf):
             return self.pos - self.base
         if end > self.size:
-            raise self.fail(f"truncated: the file ends inside its header ({what})")
+            raise self.fail(self.incomplete(end - self.size))
         if end > MAX_HEADER_BYTES:
             raise self.fail("corrupt metadata: header larger than 256 MiB")
         keep = b""
@@ -182,7 +209,7 @@ class Reader:
         except OSError as exc:
             raise self.fail(f"cannot read the file: {exc.strerror or exc}") from exc
         if len(keep) + len(chunk) < n:
-            raise self.fail("truncated: the file got shorter while it was being read")
+            raise self.fail(SHRANK)
         self.buf = keep + chunk
         self.base = self.pos
         return 0
@@ -224,7 +251,12 @@ class Reader:
         # past the end of the file is most likely an incomplete download.
         if n > self.size and n > MAX_HEADER_BYTES:
             return f"corrupt metadata: {claim} is larger than the file"
-        return f"truncated: the file ends inside its header ({claim})"
+        return self.incomplete(self.pos + n - self.size)
+
+    def incomplete(self, missing: int) -> str:
+        """The file stops inside its header: what is here, at least how much is not, and
+        what to do (in plain words: this is what the library shows)."""
+        return incomplete_header(self.size, missing)
 
 
 def read_preamble(reader: Reader) -> tuple[int, int, int]:
@@ -235,7 +267,7 @@ def read_preamble(reader: Reader) -> tuple[int, int, int]:
         raise reader.fail("not a GGUF file")
     reader.skip(4)
     if reader.size < 24:
-        raise reader.fail("truncated: the file ends inside its header")
+        raise reader.fail(reader.incomplete(24 - reader.size))
     version = reader.u32("version")
     if version not in (2, 3):
         if version == 1:

@@ -23,6 +23,7 @@ from engine.catalog.gguf_reader import (
     MAX_HEADER_BYTES,
     NUMPY_TYPES,
     SCALAR_FORMATS,
+    SHRANK,
     U64,
     VT,
     Reader,
@@ -359,5 +360,5 @@ def read_token_table(path: Path | str) -> TokenTable:
         except OSError as exc:
             raise reader.fail(f"cannot read the file: {exc.strerror or exc}") from exc
         if len(blob) != end - start:
-            raise reader.fail("truncated: the file got shorter while it was being read")
+            raise reader.fail(SHRANK)
     return TokenTable(path, count, blob, types, special)

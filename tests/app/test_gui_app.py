@@ -129,7 +129,7 @@ def test_attach_an_image_when_the_model_has_a_projector(
 ) -> None:
     load(qtbot, window, tiny_model, tiny_projector)
     assert window.session.ready_model.has_vision
-    assert window.composer.attach_button.isEnabled()
+    assert window.composer.attachments_enabled()
     window.composer.attach_images([("red.png", png((200, 20, 20)))])
     send(qtbot, window, "what is this?")
     user = last(window, Role.USER)
@@ -143,8 +143,9 @@ def test_attach_is_disabled_with_a_reason_without_projector(
     qtbot, window: MainWindow, tiny_model: Path
 ) -> None:
     load(qtbot, window, tiny_model)
-    assert not window.composer.attach_button.isEnabled()
-    assert "projector" in window.composer.attach_button.toolTip()
+    assert not window.composer.attachments_enabled()
+    assert "reads text only" in window.composer.attach_button.toolTip()
+    assert "vision file (mmproj)" in window.composer.attach_button.toolTip()
 
 
 def test_two_conversations_generate_at_once(qtbot, window: MainWindow, looping_model: Path) -> None:

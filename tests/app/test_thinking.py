@@ -13,6 +13,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.chat import MessageAction, MessageData, MessageState, MessageView, Thought
+from app.chat.message_view import THOUGHT
 from app.store import MIGRATIONS, SCHEMA_VERSION, Store, Thinking
 from app.store import MessageState as StoredState
 from app.thinking import ReplySplit
@@ -214,17 +215,17 @@ def test_a_click_or_the_keyboard_opens_and_folds_the_block(qtbot, view: MessageV
     assert not view.thought_open(2) and view.message_rect(2).height() == folded
 
     # The click left the keyboard on the header: Enter and Space toggle it.
-    assert view._focus_thought == 2
+    assert view.focused_item() == (2, THOUGHT)
     qtbot.keyClick(view, Qt.Key.Key_Return)
     assert view.thought_open(2)
     qtbot.keyClick(view, Qt.Key.Key_Space)
     assert not view.thought_open(2)
-    # Tab goes on past the last header (to the next widget); Shift+Tab comes back to it
-    # (the view paints its rows: it keeps this focus itself).
+    # Tab goes on from the header to the reply's actions, past the last of them to the
+    # next widget; Shift+Tab comes back (the view paints its rows: it keeps this focus).
     qtbot.keyClick(view, Qt.Key.Key_Tab)
-    assert view._focus_thought is None
+    assert view.focused_item() == (2, MessageAction.COPY)
     qtbot.keyClick(view, Qt.Key.Key_Backtab)
-    assert view._focus_thought == 2
+    assert view.focused_item() == (2, THOUGHT)
     qtbot.keyClick(view, Qt.Key.Key_Enter)
     assert view.thought_open(2)
 

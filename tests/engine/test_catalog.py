@@ -30,6 +30,8 @@ from engine.catalog import (
     split_part_paths,
     vocabulary,
 )
+from engine.library import Library
+from engine.units import format_bytes
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -333,18 +335,49 @@ def test_absurd_counts_in_the_preamble(tiny_model: Path, tmp_path: Path) -> None
 
 
 def test_truncated_reports_percentage_present(tiny_model: Path, tmp_path: Path) -> None:
+    """A file cut in its weights: how much is here, how much is missing, what to do."""
     data = tiny_model.read_bytes()
     path = tmp_path / "cut.gguf"
-    path.write_bytes(data[: int(len(data) * 0.62)])
-    assert reason(path) == "truncated: 62% present"
+    cut = int(len(data) * 0.62)
+    path.write_bytes(data[:cut])
+    missing = format_bytes(len(data) - cut)
+    assert reason(path) == (
+        f"incomplete file: 62% of it is here ({format_bytes(cut)} of {format_bytes(len(data))}); "
+        f"{missing} of its weights are missing. Download it again."
+    )
     path.write_bytes(data[:-1])
-    assert reason(path) == "truncated: 99% present"
+    assert reason(path).startswith("incomplete file: 99% of it is here")
+    assert "1 B of its weights are missing" in reason(path)
 
 
 def test_truncated_inside_header(tiny_model: Path, tmp_path: Path) -> None:
+    """A file cut in its header (as an unfinished download is): in plain words, with the
+    bytes that are here, at least how many more are needed, and what to do; no key names."""
     path = tmp_path / "cut.gguf"
     path.write_bytes(tiny_model.read_bytes()[:2000])
-    assert reason(path).startswith("truncated: the file ends inside its header")
+    message = reason(path)
+    assert message.startswith(
+        "incomplete file: only its first 2.0 KiB are here and it stops inside its header"
+    )
+    assert "at least " in message and " more are missing" in message
+    assert message.endswith("Download it again.")
+    assert "tokenizer" not in message and "array" not in message and "byte " not in message
+    # At least what the next item it stops in needs: the file is that much shorter than whole.
+    at_least = message.split("at least ", 1)[1].split(" more", 1)[0]
+    assert at_least.endswith(("B", "KiB")) and at_least != "0 B"
+    path.write_bytes(tiny_model.read_bytes()[:20])  # inside the preamble
+    assert reason(path).startswith("incomplete file: only its first 20 B are here")
+    assert "at least 4 B more are missing" in reason(path)
+
+
+def test_a_truncated_model_reads_whole_in_the_library(tiny_model: Path, tmp_path: Path) -> None:
+    """The library keeps the whole reason (the window shows it whole: tooltip, details)."""
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(tiny_model.read_bytes()[:3000])
+    library = Library(tmp_path / "library.json")
+    entry = library.add_file(path)
+    assert library.invalid() == (entry,)
+    assert entry.error == reason(path) and entry.error.endswith("Download it again.")
 
 
 def test_empty_directory_missing_unreadable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
