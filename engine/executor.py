@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QThread, Signal
@@ -24,6 +25,7 @@ from engine.active_request import ActiveRequest
 from engine.catalog import model_identity
 from engine.chat import TextStream
 from engine.chat.traits import ChatTraits
+from engine.cpu_load import CpuReading, contention, logical_cpus, physical_cores, read_cpu, share_between
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed
 from engine.executor_commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
@@ -130,6 +132,10 @@ class Executor(QThread):
         # Sequences of a batch llama_decode failed: each runs alone until it passes or fails.
         self._suspects: collections.deque[int] = collections.deque()
         self._counters = ServingCounters()
+        # The CPU clocks when each request was admitted (by sequence): at its end, what other
+        # programs used meanwhile goes in its Completion (``Completion.cpu``).
+        self._cpu_at_admit: dict[int, CpuReading] = {}
+        self._cores, self._cpus = physical_cores(), logical_cpus()
         self.n_ctx = self.n_ctx_seq = self.n_batch = self.n_seq = 0
 
     @property
@@ -344,6 +350,7 @@ class Executor(QThread):
                 speculation=self._speculator.admit(request, layout),
             )
             self._active[seq] = active
+            self._cpu_at_admit[seq] = read_cpu()
             self._publish_prefill(active, now, force=True)
 
     def _sample_ready(self) -> None:
@@ -508,9 +515,15 @@ class Executor(QThread):
         if (delta := active.text_due(now, force=True)) is not None:
             active.handle._publish(delta)
         keep = active.progress.reusable_prefix() if active.request.cache else None
+        admitted = self._cpu_at_admit.get(active.sequence_id)
         self._end_active(active, keep)
         self._counters.finished(active.sequence_id, active.owner)
-        active.handle._publish(Completed(active.completion(reason, now, self.model_identity)))
+        completion = active.completion(reason, now, self.model_identity)
+        if admitted is not None:
+            share = share_between(admitted, read_cpu(), self._cpus)
+            cpu = contention(share, self._cores, self.plan.params.n_threads)
+            completion = replace(completion, cpu=cpu) if cpu is not None else completion
+        active.handle._publish(Completed(completion))
 
     def _fail(self, active: ActiveRequest, error: EngineError) -> None:
         self._end_active(active, None)
@@ -525,6 +538,7 @@ class Executor(QThread):
             self._native.forget(seq)
         self._pool.release(seq, keep)
         del self._active[seq]
+        self._cpu_at_admit.pop(seq, None)
         self._logit_rows.pop(seq, None)
         if active.sampler is not None:
             active.sampler.free()
