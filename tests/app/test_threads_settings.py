@@ -277,3 +277,21 @@ def test_the_reply_line_says_when_other_programs_slowed_it(qtbot) -> None:
     )
     assert view.stats_text("slow").endswith(" · the CPU was busy with other programs")
     assert CPU_BUSY_NOTE not in view.stats_text("calm")
+
+
+def test_the_windows_load_panel_takes_the_settings_default(
+    qtbot, app_paths: AppPaths, hardware: HardwareSnapshot, scripted_model: Path
+) -> None:
+    from app.preferences import Preferences
+    from app.store import Store
+
+    with Store(app_paths.database_file) as store:
+        Preferences(store).set_default_threads(1)
+    window = open_window(qtbot, app_paths, hardware)
+    try:
+        add_and_select(qtbot, window, scripted_model)
+        panel = window.model_panel
+        assert panel.threads_spin.value() == 0 and panel.threads_spin.text() == "default (1, from Settings)"
+        assert panel.plan().params.n_threads == 1
+    finally:
+        window.close()
