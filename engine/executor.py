@@ -33,6 +33,7 @@ from engine.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse
 from engine.model_loader import LoadHooks, ModelLoader, load_error
 from engine.multimodal import ImageEvalFailed
 from engine.native import require_backend
+from engine.native_abort import DecodeAbort
 from engine.native_batch import NativeBatch
 from engine.native_model import NativeModel
 from engine.planner import LoadPlan
@@ -68,6 +69,7 @@ from engine.speculator import Speculator
 log = logging.getLogger("hearth.executor")
 
 IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
+ABORTED = 2  # llama_decode's return when its abort callback said stop
 
 
 class ExecutorState(enum.Enum):
@@ -136,6 +138,10 @@ class Executor(QThread):
         # programs used meanwhile goes in its Completion (``Completion.cpu``).
         self._cpu_at_admit: dict[int, CpuReading] = {}
         self._cores, self._cpus = physical_cores(), logical_cpus()
+        # Stop aborts the batch computing a cancelled request rather than wait for it: the
+        # request ids in the running token batch (read by ``cancel`` on other threads).
+        self._abort = DecodeAbort()
+        self._in_decode: frozenset[int] = frozenset()
         self.n_ctx = self.n_ctx_seq = self.n_batch = self.n_seq = 0
 
     @property
@@ -178,6 +184,8 @@ class Executor(QThread):
 
     def cancel(self, request_id: int) -> None:
         self._inbox.put(Cancel(request_id))
+        if request_id in self._in_decode:
+            self._abort.request()
 
     def request_stats(self) -> Future:
         future: Future = Future()
@@ -198,6 +206,8 @@ class Executor(QThread):
     def request_unload(self) -> None:
         self._cancel_load.set()
         self._inbox.put(Unload())
+        if self._in_decode:
+            self._abort.request()
 
     # ------------------------------------------------------------------ executor thread
 
@@ -246,6 +256,7 @@ class Executor(QThread):
         self.chat_traits = native.traits
         self._pool = SequencePool(native.n_seq)
         self._speculator = Speculator(self.speculation, native.draft, native.draft_costs)
+        self._abort.install(native.ll, native.ctx)
 
     def _free_native(self) -> None:
         for active in self._active.values():
@@ -432,8 +443,21 @@ class Executor(QThread):
         batch.clear()
         for entry in commit.entries:
             batch.add_run(entry.sequence_id, entry.position, entry.tokens, entry.logit_rows)
+        self._in_decode = frozenset(self._active[e.sequence_id].handle.request_id for e in commit.entries)
         rc = self._decode(batch)
+        self._in_decode = frozenset()
+        aborted = self._abort.requested
+        self._abort.clear()
         t2 = time.perf_counter()
+        if rc == ABORTED and aborted:
+            # Stopped for a cancel: the batch is undone and run again next tick without
+            # the cancelled request (read from the inbox first); nobody failed.
+            self._counters.ticks += 1
+            commit.discard()
+            for entry in commit.entries:
+                self._native.forget(entry.sequence_id, entry.position)
+            self._speculator.forget_failed_batch()
+            return
         if rc != 0:
             self._counters.ticks += 1
             commit.discard()
@@ -461,6 +485,7 @@ class Executor(QThread):
         native = self._native
         assert native is not None and native.projector is not None
         active = self._active[work.sequence_id]
+        self._abort.clear()  # a cancel read just after the last batch must not fail this image
         commit = BatchCommit.stage_media(work, progress)
         entry = commit.entries[0]
         assert entry.media is not None
