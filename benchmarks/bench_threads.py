@@ -100,7 +100,7 @@ def stop_latency(model: Any, during: str) -> dict[str, float]:
     lands at no particular moment; and how long that step took."""
     from engine import Completed, Prefill, TextDelta
 
-    text = PROMPT if during == "decode" else "The quick brown fox jumps over the lazy dog. " * 300
+    text = PROMPT if during == "decode" else "The quick brown fox jumps over the lazy dog. " * 130
     handle = model.submit(request(text, 400))
     cancelled_at = step = last = None
     chars = 0
