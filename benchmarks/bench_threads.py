@@ -143,6 +143,22 @@ def abort_on_stop(on: bool):
         DecodeAbort.request = original  # type: ignore[method-assign]
 
 
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians per case, with each run's figures: "idle" means no hog, not an idle machine
+    (``others_cpus`` says what else ran: other work on this machine shows there)."""
+    summary = {}
+    for threads, on in cases():
+        rows = [r for r in runs if r["threads"] == threads and r["hog"] == on]
+        summary[f"threads{threads}_{'hog' if on else 'idle'}"] = {
+            "decode_tps_median": round(statistics.median(r["decode_tps"] for r in rows), 2),
+            "decode_tps_runs": [r["decode_tps"] for r in rows],
+            "others_cpus_runs": [r["others_cpus"] for r in rows],
+            "ttft_s_median": round(statistics.median(r["ttft_s"] for r in rows), 3),
+            "reported_slowed": [r["reported_slowed"] for r in rows],
+        }
+    return summary
+
+
 def cases() -> list[tuple[int, bool]]:
     return [(threads, on) for on in (False, True) for threads in THREADS]
 
@@ -190,16 +206,7 @@ def main() -> int:
         finally:
             for model in models.values():
                 model.unload()
-        summary = {}
-        for threads, on in cases():
-            rows = [r for r in runs if r["threads"] == threads and r["hog"] == on]
-            key = f"threads{threads}_{'hog' if on else 'idle'}"
-            summary[key] = {
-                "decode_tps_median": round(statistics.median(r["decode_tps"] for r in rows), 2),
-                "decode_tps_runs": [r["decode_tps"] for r in rows],
-                "ttft_s_median": round(statistics.median(r["ttft_s"] for r in rows), 3),
-                "reported_slowed": [r["reported_slowed"] for r in rows],
-            }
+        summary = summarize(runs)
         result["models"][name] = {
             "path": path.name,
             "tokens": TOKENS[name],

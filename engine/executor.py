@@ -263,6 +263,7 @@ class Executor(QThread):
             if active.sampler is not None:
                 active.sampler.free()
                 active.sampler = None
+        self._abort.uninstall()
         if self._native is not None:
             self._native.free()
             self._native = None

@@ -527,12 +527,14 @@ class ModelPanel(QWidget):
         return with_cpu_load(hardware, meter.others) if meter is not None else hardware
 
     def _follow_cpu_load(self) -> None:
-        """Look at other programs' load; plan again only when it changes the threads."""
+        """Look at other programs' load; plan again only when it changes the threads (or
+        what the plan says about them)."""
         meter, plan, hardware = self._cpu_meter, self._plan, self._hardware
         if meter is None or meter.sample() is None or plan is None or hardware is None:
             return
         choice = choose_threads(self.current_request(), self._hardware_now(hardware))
-        if choice.threads != plan.params.n_threads:
+        said = [r for r in plan.reasons if r.startswith("Threads ")]
+        if choice.threads != plan.params.n_threads or said != ([choice.reason] if choice.reason else []):
             self._replan()
 
     def _update_cpu_timer(self) -> None:

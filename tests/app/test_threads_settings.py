@@ -124,7 +124,16 @@ def test_auto_threads_follow_other_programs_load(qtbot, panel: ModelPanel) -> No
     panel.threads_spin.setValue(2)  # the user's setting wins, and is told what it costs
     assert panel.plan().params.n_threads == 2
     assert "1 would be faster while they run" in panel.reasons_label.text()
+    for _ in range(15):  # the other program ends: the plan stops saying so
+        cpu.run_others(2.0, 0.0)
+        panel._cpu_timer.timeout.emit()
+    assert "would be faster" not in panel.reasons_label.text()
+    cpu.run_others(2.0, 1.0)
+    for _ in range(10):
+        cpu.run_others(2.0, 1.0)
+        panel._cpu_timer.timeout.emit()
     panel.threads_spin.setValue(0)
+    assert panel.plan().params.n_threads == 1
     for _ in range(15):  # the other program ends
         cpu.run_others(2.0, 0.0)
         panel._cpu_timer.timeout.emit()

@@ -4,6 +4,7 @@ the batch was computing for others is done again, with the same result."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -29,7 +30,10 @@ def gemma(gemma_path: Path):
     model.unload()
 
 
-def test_stop_in_the_middle_of_a_prompt_batch_is_immediate(gemma: LoadedModel) -> None:
+def test_stop_in_the_middle_of_a_prompt_batch_is_immediate(
+    gemma: LoadedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="hearth.llama")
     reference = gemma.submit(ask("Name three colours.")).wait(TIMEOUT).text
     handle = gemma.submit(ask(LONG))
     started = batch_s = stop_s = None
@@ -52,6 +56,9 @@ def test_stop_in_the_middle_of_a_prompt_batch_is_immediate(gemma: LoadedModel) -
     # The cache was left as it was: the same question gets the same answer.
     assert gemma.submit(ask("Name three colours.")).wait(TIMEOUT).text == reference
     assert gemma.stats().active_requests == 0
+    # A Stop is not an error: nothing of llama.cpp's "failed to decode" reaches the log.
+    said = [r.getMessage() for r in caplog.records if r.name == "hearth.llama"]
+    assert not [t for t in said if "fail" in t or "removing memory" in t], said
 
 
 def test_a_batch_aborted_for_one_request_is_redone_for_the_others(gemma: LoadedModel) -> None:
