@@ -6,6 +6,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Protocol
 
+from engine import MAX_THREADS
+
 
 class SettingsStore(Protocol):
     def get_setting(self, key: str, default: Any = None) -> Any: ...
@@ -29,7 +31,6 @@ DEFAULT_SAMPLING_KEY = "pref:default_sampling"
 THEME_KEY = "pref:theme"
 FONT_SIZE_KEY = "pref:font_size"
 
-MAX_THREADS = 256
 MIN_FONT_SIZE, MAX_FONT_SIZE = 7, 32
 
 
