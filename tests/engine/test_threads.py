@@ -220,7 +220,7 @@ def test_a_reply_under_another_programs_load_says_it_was_slowed(
     cores = take_snapshot(cpu_window=0).physical_cores
     model = Engine.load(plan_for(looping_model, ctx=4096, parallel=1, threads=cores)).wait_ready(TIMEOUT)
     try:
-        request = ChatRequest(messages=(ChatMessage("user", "go on"),), sampling=GREEDY, max_tokens=300)
+        request = ChatRequest(messages=(ChatMessage("user", "go on"),), sampling=GREEDY, max_tokens=200)
         completion = model.submit(request).wait(TIMEOUT)
     finally:
         model.unload()
