@@ -50,6 +50,35 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# --threads: None lets the planner choose (a thread per core other programs leave free).
+AUTO_THREADS: int | None = None
+
+
+def _add_threads_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threads",
+        default=AUTO_THREADS,
+        metavar="N",
+        help="CPU threads llama.cpp computes with (default: one per core other programs leave free)",
+    )
+
+
+def _threads(args: argparse.Namespace) -> int | None:
+    """``--threads`` checked: a whole number from 1 to MAX_THREADS, or the planner's choice."""
+    from engine import MAX_THREADS
+
+    text = args.threads
+    if text is None:
+        return None
+    try:
+        threads = int(text)
+    except ValueError:
+        threads = 0
+    if not 1 <= threads <= MAX_THREADS:
+        raise EngineError(f"--threads must be a whole number from 1 to {MAX_THREADS}, not {text!r}.")
+    return threads
+
+
 def _hardware(args: argparse.Namespace):  # -> HardwareSnapshot
     """This machine, with the devices of each --worker (an offline one is an error)."""
     from engine import parse_worker_address, probe_worker, take_snapshot, with_workers
@@ -120,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
     p.add_argument("--ubatch", type=int, default=None, help="micro-batch size (memory lever)")
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector to load with it")
+    _add_threads_option(p)
     _add_worker_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -146,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", type=Path, action="append", default=[], help="image to ask about (repeatable)")
     _add_speculation_options(p)
     p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers (GPUs and workers)")
+    _add_threads_option(p)
     _add_worker_options(p)
     p.add_argument(
         "--json", action="store_true", help="print one JSON object at the end instead of streaming"
@@ -156,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--streams", default="1,2,4,8", help="concurrent streams to measure, e.g. 1,2,4,8")
     p.add_argument("--tokens", type=int, default=128, help="tokens generated per stream")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=None)
+    _add_threads_option(p)
     _add_speculation_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -191,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers")
     p.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (for image_url parts)")
+    _add_threads_option(p)
     _add_speculation_options(p)
 
     p = sub.add_parser(
@@ -330,6 +362,7 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
         kv_type=KvCacheType(args.kv),
         n_ubatch=args.ubatch,
         projector=projector,
+        threads=_threads(args),
         tensor_split=_split(args),
     )
     if info is None:
@@ -399,6 +432,7 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
             projector=projector,
             draft=draft,
             max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
+            threads=_threads(args),
             tensor_split=_split(args),
         ),
     )
@@ -424,9 +458,10 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         drafts = (
             f" · {completion.accepted}/{completion.drafted} drafts accepted" if completion.drafted else ""
         )
+        busy = " · the CPU was busy with other programs" if completion.cpu and completion.cpu.slowed else ""
         print(
             f"[{completion.stop_reason.value} · {completion.usage.completion_tokens} tokens · "
-            f"{t.decode_tokens_per_second:.1f} tok/s · first token {t.ttft * 1000:.0f} ms{drafts}]",
+            f"{t.decode_tokens_per_second:.1f} tok/s · first token {t.ttft * 1000:.0f} ms{drafts}{busy}]",
             file=sys.stderr,
         )
     return 0
@@ -436,9 +471,10 @@ def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:
     from engine import run_engine_benchmarks, speculation_benchmark
 
     speculation = _speculation(args)
+    threads = _threads(args)
     if speculation is not None:
         results = speculation_benchmark(
-            args.model, speculation, args.tokens, args.repeats, args.threads, speculation.draft_path
+            args.model, speculation, args.tokens, args.repeats, threads, speculation.draft_path
         )
         if args.json:
             _print_json(results)
@@ -454,7 +490,7 @@ def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:
         return 0
 
     streams = tuple(_parse_int(s, "--streams") for s in args.streams.split(",") if s.strip())
-    results = run_engine_benchmarks(args.model, streams, args.tokens, args.threads, args.repeats)
+    results = run_engine_benchmarks(args.model, streams, args.tokens, threads, args.repeats)
     if args.json:
         _print_json(results)
         return 0
@@ -499,6 +535,7 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
         projector=inspect_projector(args.mmproj) if args.mmproj else None,
         draft=draft,
         max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
+        threads=_threads(args),
     )
     plan = plan_load(inspect_model(args.model), take_snapshot(), request)
     config = ServerConfig(

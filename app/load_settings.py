@@ -6,7 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine import DEFAULT_MAX_DRAFT, KvCacheType, LoadRequest, ModelInfo, SpeculationConfig, SpeculationMode
+from engine import (
+    DEFAULT_MAX_DRAFT,
+    MAX_THREADS,
+    KvCacheType,
+    LoadRequest,
+    ModelInfo,
+    SpeculationConfig,
+    SpeculationMode,
+)
 
 
 def settings_key(model_path: Path) -> str:
@@ -27,6 +35,8 @@ def request_to_dict(request: LoadRequest, speculation: SpeculationConfig | None)
         "kv_type": request.kv_type.value,
         "projector": str(request.projector.path) if request.projector else None,
         "speculation": spec,
+        # The model's own threads only: None follows the default (Settings, else the planner).
+        "threads": request.threads,
     }
 
 
@@ -44,6 +54,14 @@ def request_from_dict(data: dict[str, Any], find: Callable[[Path], ModelInfo | N
             projector=projector,
             draft=draft,
             max_draft=DEFAULT_MAX_DRAFT if spec == "lookup" else 0,
+            threads=_threads(data.get("threads")),
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _threads(value: Any) -> int | None:
+    """Settings saved before threads were (no key), or out of range: the default's."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= MAX_THREADS else None

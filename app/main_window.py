@@ -40,6 +40,7 @@ from app.local_server import LocalServer, ServerStatus
 from app.model_session import ModelSession, SessionState
 from app.models_page import ModelsPage
 from app.paths import AppPaths
+from app.preferences import Preferences
 from app.presenters import BASE_MODEL_BADGE
 from app.recent_folder import RecentFolder
 from app.remote_servers import RemoteServers
@@ -313,6 +314,7 @@ class MainWindow(QMainWindow):
         if self._hardware is None:
             self._hardware = take_snapshot()
         self.hardware_panel.set_snapshot(self._hardware)
+        self.model_panel.set_default_threads(Preferences(self.store).default_threads())
         self.model_panel.set_hardware(self.planning_hardware())
         self.discover.set_hardware(self._hardware)
         self._workers_changed()

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from app.chat.sampling_panel import SamplingSettings
 
+from engine import MAX_THREADS
+
 
 class SettingsStore(Protocol):
     def get_setting(self, key: str, default: Any = None) -> Any: ...
@@ -33,7 +35,6 @@ DEFAULT_SAMPLING_KEY = "pref:default_sampling"
 THEME_KEY = "pref:theme"
 FONT_SIZE_KEY = "pref:font_size"
 
-MAX_THREADS = 256
 MIN_FONT_SIZE, MAX_FONT_SIZE = 7, 32
 
 

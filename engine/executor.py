@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import QThread, Signal
@@ -24,6 +25,7 @@ from engine.active_request import ActiveRequest
 from engine.catalog import model_identity
 from engine.chat import TextStream
 from engine.chat.traits import ChatTraits
+from engine.cpu_load import CpuReading, contention, logical_cpus, physical_cores, read_cpu, share_between
 from engine.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed
 from engine.executor_commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
@@ -31,6 +33,7 @@ from engine.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse
 from engine.model_loader import LoadHooks, ModelLoader, load_error
 from engine.multimodal import ImageEvalFailed
 from engine.native import require_backend
+from engine.native_abort import DecodeAbort
 from engine.native_batch import NativeBatch
 from engine.native_model import NativeModel
 from engine.planner import LoadPlan
@@ -66,6 +69,7 @@ from engine.speculator import Speculator
 log = logging.getLogger("hearth.executor")
 
 IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
+ABORTED = 2  # llama_decode's return when its abort callback said stop
 
 
 class ExecutorState(enum.Enum):
@@ -130,6 +134,14 @@ class Executor(QThread):
         # Sequences of a batch llama_decode failed: each runs alone until it passes or fails.
         self._suspects: collections.deque[int] = collections.deque()
         self._counters = ServingCounters()
+        # The CPU clocks when each request was admitted (by sequence): at its end, what other
+        # programs used meanwhile goes in its Completion (``Completion.cpu``).
+        self._cpu_at_admit: dict[int, CpuReading] = {}
+        self._cores, self._cpus = physical_cores(), logical_cpus()
+        # Stop aborts the batch computing a cancelled request rather than wait for it: the
+        # request ids in the running token batch (read by ``cancel`` on other threads).
+        self._abort = DecodeAbort()
+        self._in_decode: frozenset[int] = frozenset()
         self.n_ctx = self.n_ctx_seq = self.n_batch = self.n_seq = 0
 
     @property
@@ -172,6 +184,8 @@ class Executor(QThread):
 
     def cancel(self, request_id: int) -> None:
         self._inbox.put(Cancel(request_id))
+        if request_id in self._in_decode:
+            self._abort.request()
 
     def request_stats(self) -> Future:
         future: Future = Future()
@@ -192,6 +206,8 @@ class Executor(QThread):
     def request_unload(self) -> None:
         self._cancel_load.set()
         self._inbox.put(Unload())
+        if self._in_decode:
+            self._abort.request()
 
     # ------------------------------------------------------------------ executor thread
 
@@ -240,12 +256,14 @@ class Executor(QThread):
         self.chat_traits = native.traits
         self._pool = SequencePool(native.n_seq)
         self._speculator = Speculator(self.speculation, native.draft, native.draft_costs)
+        self._abort.install(native.ll, native.ctx)
 
     def _free_native(self) -> None:
         for active in self._active.values():
             if active.sampler is not None:
                 active.sampler.free()
                 active.sampler = None
+        self._abort.uninstall()
         if self._native is not None:
             self._native.free()
             self._native = None
@@ -344,6 +362,7 @@ class Executor(QThread):
                 speculation=self._speculator.admit(request, layout),
             )
             self._active[seq] = active
+            self._cpu_at_admit[seq] = read_cpu()
             self._publish_prefill(active, now, force=True)
 
     def _sample_ready(self) -> None:
@@ -425,8 +444,21 @@ class Executor(QThread):
         batch.clear()
         for entry in commit.entries:
             batch.add_run(entry.sequence_id, entry.position, entry.tokens, entry.logit_rows)
+        self._in_decode = frozenset(self._active[e.sequence_id].handle.request_id for e in commit.entries)
         rc = self._decode(batch)
+        self._in_decode = frozenset()
+        aborted = self._abort.requested
+        self._abort.clear()
         t2 = time.perf_counter()
+        if rc == ABORTED and aborted:
+            # Stopped for a cancel: the batch is undone and run again next tick without
+            # the cancelled request (read from the inbox first); nobody failed.
+            self._counters.ticks += 1
+            commit.discard()
+            for entry in commit.entries:
+                self._native.forget(entry.sequence_id, entry.position)
+            self._speculator.forget_failed_batch()
+            return
         if rc != 0:
             self._counters.ticks += 1
             commit.discard()
@@ -454,6 +486,7 @@ class Executor(QThread):
         native = self._native
         assert native is not None and native.projector is not None
         active = self._active[work.sequence_id]
+        self._abort.clear()  # a cancel read just after the last batch must not fail this image
         commit = BatchCommit.stage_media(work, progress)
         entry = commit.entries[0]
         assert entry.media is not None
@@ -508,9 +541,15 @@ class Executor(QThread):
         if (delta := active.text_due(now, force=True)) is not None:
             active.handle._publish(delta)
         keep = active.progress.reusable_prefix() if active.request.cache else None
+        admitted = self._cpu_at_admit.get(active.sequence_id)
         self._end_active(active, keep)
         self._counters.finished(active.sequence_id, active.owner)
-        active.handle._publish(Completed(active.completion(reason, now, self.model_identity)))
+        completion = active.completion(reason, now, self.model_identity)
+        if admitted is not None:
+            share = share_between(admitted, read_cpu(), self._cpus)
+            cpu = contention(share, self._cores, self.plan.params.n_threads)
+            completion = replace(completion, cpu=cpu) if cpu is not None else completion
+        active.handle._publish(Completed(completion))
 
     def _fail(self, active: ActiveRequest, error: EngineError) -> None:
         self._end_active(active, None)
@@ -525,6 +564,7 @@ class Executor(QThread):
             self._native.forget(seq)
         self._pool.release(seq, keep)
         del self._active[seq]
+        self._cpu_at_admit.pop(seq, None)
         self._logit_rows.pop(seq, None)
         if active.sampler is not None:
             active.sampler.free()

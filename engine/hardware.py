@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Protocol, TypeVar
@@ -15,6 +14,7 @@ from typing import Protocol, TypeVar
 import psutil
 
 from engine import native
+from engine.cpu_load import CpuMeter, logical_cpus, others_since, physical_cores, read_cpu
 from engine.devices import BackendDevice, DeviceType, RemoteDevice
 from engine.units import format_bytes
 
@@ -55,6 +55,12 @@ class HardwareSnapshot:
     # Devices of the RPC workers the user added that answered (engine/rpc): the planner
     # places layers on them like on GPUs. Added with ``with_workers``; none by default.
     remote_devices: tuple[RemoteDevice, ...] = ()
+    # CPUs' worth other programs kept busy when this was taken (this process left out):
+    # the planner leaves their cores to them. Refreshed with ``with_cpu_load``.
+    cpu_busy_elsewhere: float = 0.0
+    # Taken of the machine this process runs on (``take_snapshot``), not described by hand:
+    # only then does its CPU load follow what this machine does now.
+    this_machine: bool = False
 
     @property
     def simd_not_compiled(self) -> tuple[str, ...]:
@@ -93,6 +99,15 @@ class TelemetrySample:
     ram_total: int
     process_rss: int
     gpus: tuple[GpuSample, ...]
+    # Of ``cpu_percent`` (the whole machine, 0-100), what this process used; the rest is
+    # other programs'. None from a source that cannot tell.
+    hearth_cpu_percent: float | None = None
+
+    @property
+    def others_cpu_percent(self) -> float | None:
+        if self.hearth_cpu_percent is None:
+            return None
+        return max(0.0, self.cpu_percent - self.hearth_cpu_percent)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,12 +296,22 @@ def _shutdown(nvml: NvmlSource) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
+# How long a snapshot watches other programs' CPU load (it takes ~1 ms otherwise): long
+# enough that the counters' 10 ms ticks do not decide, short enough for a window to open.
+SNAPSHOT_CPU_WINDOW_S = 0.1
+
+
+def take_snapshot(
+    nvml: NvmlSource | None = None, cpu_window: float = SNAPSHOT_CPU_WINDOW_S
+) -> HardwareSnapshot:
     """CPU, RAM, NVIDIA GPUs and llama.cpp backend devices, now. Never raises for a missing GPU/driver.
 
-    ``nvml`` defaults to the real driver (``PynvmlSource``); tests pass a fake.
+    ``nvml`` defaults to the real driver (``PynvmlSource``); tests pass a fake. Other
+    programs' CPU load is measured while the snapshot is taken, over at least
+    ``cpu_window`` seconds (0: not measured).
     """
 
+    cpu_before = read_cpu()
     source = nvml if nvml is not None else PynvmlSource()
     error, _ = _nvml_errors()
     opened = _open_nvml(source)
@@ -315,12 +340,10 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
         if gpus:
             status = f"{len(gpus)} GPU{'s' if len(gpus) > 1 else ''} found by llama.cpp (no NVIDIA driver)"
     memory = psutil.virtual_memory()
-    logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
     return HardwareSnapshot(
         cpu_name=cpu_name(),
-        # None on some VMs/containers that hide topology; the logical count is the best guess then.
-        physical_cores=psutil.cpu_count(logical=False) or logical,
-        logical_cores=logical,
+        physical_cores=physical_cores(),
+        logical_cores=logical_cpus(),
         simd=native.simd_features(),
         cpu_simd=native.cpuinfo_simd(),
         ram_total=memory.total,
@@ -331,7 +354,16 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
         gpu_offload_supported=native.supports_gpu_offload(),
         backend_devices=devices,
         native_error=native.load_error(),
+        cpu_busy_elsewhere=others_since(cpu_before, cpu_window),
+        this_machine=True,
     )
+
+
+def with_cpu_load(snapshot: HardwareSnapshot, busy_elsewhere: float) -> HardwareSnapshot:
+    """``snapshot`` with other programs' CPU load as measured since (a ``CpuMeter``'s)."""
+    if abs(busy_elsewhere - snapshot.cpu_busy_elsewhere) < 1e-9:
+        return snapshot
+    return replace(snapshot, cpu_busy_elsewhere=max(0.0, busy_elsewhere))
 
 
 def ggml_gpus(devices: tuple[BackendDevice, ...]) -> tuple[GpuInfo, ...]:
@@ -410,19 +442,24 @@ def describe(snapshot: HardwareSnapshot) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
+# The dashboard samples every 250 ms (more slowly while a model decodes); a sample within
+# this of the previous repeats its CPU figures rather than divide ticks by milliseconds.
+TELEMETRY_MIN_INTERVAL_S = 0.05
+
+
 class Telemetry:
     """Cheap periodic samples for the dashboard (well under a millisecond without GPUs).
 
     NVML is initialised once here and its device handles kept: re-initialising per sample
-    costs milliseconds. Use from one thread (psutil keeps its CPU-percent baseline per
-    thread, so the first sample on another thread reads 0 %). ``close()`` releases NVML.
+    costs milliseconds. Use from one thread (the CPU figures compare each sample with the
+    previous one). ``close()`` releases NVML.
     """
 
     def __init__(self, nvml: NvmlSource | None = None) -> None:
         self._process = psutil.Process()  # one object: psutil caches per-process state in it
-        # The first non-blocking cpu_percent compares against nothing and returns 0.0;
-        # calling it now makes the first real sample cover the time since construction.
-        psutil.cpu_percent(interval=None)
+        # The machine's CPU and this process's share of it, each sample covering the time
+        # since the previous one (the first: since construction).
+        self._cpu = CpuMeter(min_interval=TELEMETRY_MIN_INTERVAL_S)
         self._error, self._not_supported = _nvml_errors()
         self._nvml = nvml if nvml is not None else PynvmlSource()
         opened = _open_nvml(self._nvml)
@@ -439,15 +476,19 @@ class Telemetry:
 
     def sample(self) -> TelemetrySample:
         memory = psutil.virtual_memory()
+        share = self._cpu.sample()
+        if share is None:  # sampled again within milliseconds: repeat the last figures
+            share = self._cpu.latest
         return TelemetrySample(
             timestamp=time.monotonic(),
-            cpu_percent=psutil.cpu_percent(interval=None),
+            cpu_percent=share.percent(share.total) if share is not None else 0.0,
             # total - available, not psutil's ``used``: that excludes reclaimable cache on
             # Linux but not elsewhere; "what is not available" means the same everywhere.
             ram_used=memory.total - memory.available,
             ram_total=memory.total,
             process_rss=self._process.memory_info().rss,
             gpus=tuple(self._sample_gpu(g) for g in self._gpus) if self._nvml_open else (),
+            hearth_cpu_percent=share.percent(share.ours) if share is not None else None,
         )
 
     def _sample_gpu(self, gpu: _OpenGpu) -> GpuSample:
@@ -495,6 +536,7 @@ def described_machine(
     ram_total: int = 16 << 30,
     ram_available: int | None = None,
     name: str = "described CPU",
+    cpu_busy_elsewhere: float = 0.0,
 ) -> HardwareSnapshot:
     """A CPU-only machine described by hand, for what-if plans, tests and benchmarks that
     must not depend on the machine they run on."""
@@ -510,4 +552,5 @@ def described_machine(
         driver_version=None,
         gpu_offload_supported=False,
         backend_devices=(),
+        cpu_busy_elsewhere=cpu_busy_elsewhere,
     )

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal
 
 from engine.chat import ChatMessage, Role, clean_text
 from engine.chat.messages import MAX_TOOL_NAME
+from engine.cpu_load import CpuContention
 from engine.defaults import DEFAULT_MAX_TOKENS
 from engine.errors import EngineError, InvalidChatRequest
 from engine.sampling import SamplingParams
@@ -215,6 +216,8 @@ class Completion:
     model_identity: str = ""  # the model that made ``tokens``: store it as ChatMessage.tokens_model
     # With SamplingParams.logprobs: one per entry of ``tokens``, in order (the TextDeltas' together).
     logprobs: tuple[TokenLogprob, ...] = ()
+    # Other programs' CPU load while it was computed (None: too quick to tell, or remote).
+    cpu: CpuContention | None = None
 
     @property
     def reply_tokens(self) -> tuple[int, ...]:

@@ -62,6 +62,9 @@ class ImageThumb:
     name: str = ""
 
 
+CPU_BUSY_NOTE = "the CPU was busy with other programs"
+
+
 @dataclass(frozen=True)
 class ReplyStats:
     """What the line under a finished reply says; built from an engine Completion."""
@@ -77,11 +80,18 @@ class ReplyStats:
     prefill_tokens_per_second: float = 0.0
     queued: float = 0.0
     decode_seconds: float = 0.0
+    # Other programs' CPU load while the reply was computed (Completion.cpu): CPUs' worth,
+    # and whether it left the model's threads without a core each (what slows decode).
+    cpu_busy_elsewhere: float = 0.0
+    cpu_slowed: bool = False
+    threads: int = 0
+    cores: int = 0
 
     @classmethod
     def from_completion(cls, completion: Completion) -> ReplyStats:
         t = completion.timings
         u = completion.usage
+        cpu = completion.cpu
         return cls(
             decode_tokens_per_second=t.decode_tokens_per_second,
             ttft=t.ttft,
@@ -94,6 +104,10 @@ class ReplyStats:
             prefill_tokens_per_second=t.prefill_tokens_per_second,
             queued=t.queued,
             decode_seconds=t.decode_seconds,
+            cpu_busy_elsewhere=round(cpu.others, 2) if cpu is not None else 0.0,
+            cpu_slowed=cpu is not None and cpu.slowed,
+            threads=cpu.threads if cpu is not None else 0,
+            cores=cpu.cores if cpu is not None else 0,
         )
 
     def summary(self) -> str:
@@ -108,6 +122,8 @@ class ReplyStats:
         ]
         if self.drafted > 0:
             parts.append(f"{self.accepted:,} / {self.drafted:,} drafts accepted")
+        if self.cpu_slowed:
+            parts.append(CPU_BUSY_NOTE)
         return " · ".join(parts)
 
     def details(self) -> str:
@@ -131,6 +147,12 @@ class ReplyStats:
             lines.append(
                 f"Speculation: {self.accepted:,} of {self.drafted:,} drafted tokens accepted ({rate:.0f}%)"
             )
+        if self.cpu_slowed:
+            lines.append(
+                f"CPU: other programs used {self.cpu_busy_elsewhere:.1f} of its {self.cores} cores, so "
+                f"the model's {self.threads} threads waited for one another (fewer threads decode "
+                "faster while they run: CPU threads, in the model's load panel)"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,6 +169,10 @@ class ReplyStats:
             "prefill_tokens_per_second": self.prefill_tokens_per_second,
             "queued": self.queued,
             "decode_seconds": self.decode_seconds,
+            "cpu_busy_elsewhere": self.cpu_busy_elsewhere,
+            "cpu_slowed": self.cpu_slowed,
+            "threads": self.threads,
+            "cores": self.cores,
         }
 
     @classmethod

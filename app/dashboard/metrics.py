@@ -25,6 +25,8 @@ NAN = float("nan")
 
 # Column names double as CSV headers, so they carry their unit.
 CPU_PERCENT = "cpu_percent"
+HEARTH_CPU_PERCENT = "hearth_cpu_percent"  # of the machine's whole CPU, like CPU_PERCENT
+OTHERS_CPU_PERCENT = "other_programs_cpu_percent"
 RAM_USED = "ram_used_bytes"
 RAM_TOTAL = "ram_total_bytes"
 PROCESS_RSS = "hearth_rss_bytes"
@@ -259,6 +261,8 @@ class MetricsHistory:
             RAM_USED: float(sample.ram_used),
             RAM_TOTAL: float(sample.ram_total),
             PROCESS_RSS: float(sample.process_rss),
+            HEARTH_CPU_PERCENT: _num(sample.hearth_cpu_percent),
+            OTHERS_CPU_PERCENT: _num(sample.others_cpu_percent),
         }
         for gpu in sample.gpus:
             values[gpu_column(gpu.index, "utilization_percent")] = _num(gpu.utilization_percent)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFormLayout,
@@ -28,6 +29,8 @@ from app.widgets.memory_bar import MemoryBar
 from engine import (
     DEFAULT_CONTEXT_PER_CONVERSATION,
     DEFAULT_MAX_DRAFT,
+    MAX_THREADS,
+    CpuMeter,
     EngineError,
     HardwareSnapshot,
     KvCacheType,
@@ -37,8 +40,10 @@ from engine import (
     SpeculationConfig,
     SpeculationMode,
     Verdict,
+    choose_threads,
     format_bytes,
     plan_load,
+    with_cpu_load,
 )
 
 VERDICT_COLORS = {
@@ -48,6 +53,13 @@ VERDICT_COLORS = {
     Verdict.DOES_NOT_FIT: "#d62728",
 }
 AUTO_GPU_LAYERS = -1
+AUTO_THREADS = 0  # the threads spin box's "no setting of its own"
+CPU_LOAD_INTERVAL_MS = 2000  # how often the panel looks at other programs' CPU load
+THREADS_TIP = (
+    "CPU threads llama.cpp computes with. Auto takes one per core that other programs "
+    "leave free: a thread that has to wait for a busy core holds every other thread up, "
+    "so while another program keeps a core busy, fewer threads decode faster."
+)
 MAX_CONTEXT = 262144  # for a model whose header does not say its training context
 ERROR_STYLE = "color: #d62728;"
 NOTE_STYLE = "color: palette(mid);"
@@ -92,6 +104,13 @@ class ModelPanel(QWidget):
         self._error = ""
         self._error_path: Path | None = None
         self._native_error: str | None = None
+        # Threads for a model without its own (Settings → Hardware; None: the planner's).
+        self._default_threads: int | None = None
+        # Other programs' CPU load, followed while the panel is shown (this machine only).
+        self._cpu_meter: CpuMeter | None = None
+        self._cpu_timer = QTimer(self)
+        self._cpu_timer.setInterval(CPU_LOAD_INTERVAL_MS)
+        self._cpu_timer.timeout.connect(self._follow_cpu_load)
 
         self.title = QLabel("Select a model")
         self.title.setObjectName("modelTitle")
@@ -141,6 +160,11 @@ class ModelPanel(QWidget):
         self.gpu_spin.setRange(AUTO_GPU_LAYERS, 999)
         self.gpu_spin.setSpecialValueText("auto (as many as fit)")
         self.gpu_spin.setValue(AUTO_GPU_LAYERS)
+        self.threads_spin = QSpinBox()
+        self.threads_spin.setRange(AUTO_THREADS, MAX_THREADS)
+        self.threads_spin.setValue(AUTO_THREADS)
+        self.threads_spin.setSpecialValueText("auto")
+        self.threads_spin.setToolTip(THREADS_TIP)
         self.kv_combo = QComboBox()
         for kv in KvCacheType:
             self.kv_combo.addItem(kv.value, kv)
@@ -153,6 +177,7 @@ class ModelPanel(QWidget):
         controls.addRow("Context per conversation", ctx_field)
         controls.addRow("Parallel conversations", self.parallel_spin)
         controls.addRow("GPU layers", self.gpu_spin)
+        controls.addRow("CPU threads", self.threads_spin)
         controls.addRow("KV cache type", self.kv_combo)
         controls.addRow("Vision projector", self.projector_combo)
         controls.addRow("Speculative decoding", self.speculation_combo)
@@ -211,7 +236,7 @@ class ModelPanel(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
 
-        for spin in (self.ctx_spin, self.parallel_spin, self.gpu_spin):
+        for spin in (self.ctx_spin, self.parallel_spin, self.gpu_spin, self.threads_spin):
             spin.valueChanged.connect(self._replan)
         self.kv_combo.currentIndexChanged.connect(self._replan)
         self.projector_combo.currentIndexChanged.connect(self._replan)
@@ -227,6 +252,8 @@ class ModelPanel(QWidget):
     def set_hardware(self, hardware: HardwareSnapshot) -> None:
         self._hardware = hardware
         self._native_error = hardware.native_error
+        if hardware.this_machine and self._cpu_meter is None:
+            self.set_cpu_meter(CpuMeter(hardware.cpu_busy_elsewhere))
         offload = hardware.has_usable_gpu or bool(hardware.remote_devices)  # workers' devices too
         self.gpu_spin.setEnabled(offload)
         self.gpu_spin.setToolTip(
@@ -236,6 +263,19 @@ class ModelPanel(QWidget):
         )
         self._replan()
         self._show_session()
+
+    def set_cpu_meter(self, meter: CpuMeter | None) -> None:
+        """Follow other programs' CPU load with ``meter`` (None: the snapshot's figure only)."""
+        self._cpu_meter = meter
+        self._update_cpu_timer()
+        self._replan()
+
+    def set_default_threads(self, threads: int) -> None:
+        """Threads for a model without its own setting (Settings → Hardware); 0: the planner's."""
+        value = threads if 1 <= threads <= MAX_THREADS else None
+        if value != self._default_threads:
+            self._default_threads = value
+            self._replan()
 
     def show_model(
         self,
@@ -300,6 +340,8 @@ class ModelPanel(QWidget):
             projector=self.projector_combo.currentData(),
             draft=speculation if isinstance(speculation, ModelInfo) else None,
             max_draft=DEFAULT_MAX_DRAFT if speculation == "lookup" else 0,  # the draft model's: its default
+            threads=self.threads_spin.value() or None,
+            default_threads=self._default_threads,
         )
 
     def current_speculation(self) -> SpeculationConfig | None:
@@ -344,6 +386,7 @@ class ModelPanel(QWidget):
             self.ctx_spin.setValue(request.context_per_conversation)
             self.parallel_spin.setValue(request.parallel)
             self.gpu_spin.setValue(AUTO_GPU_LAYERS if request.gpu_layers is None else request.gpu_layers)
+            self.threads_spin.setValue(request.threads or AUTO_THREADS)
             self.kv_combo.setCurrentIndex(self.kv_combo.findData(request.kv_type))
             projector = request.projector
             index = self.projector_combo.findText(projector.path.name) if projector is not None else 0
@@ -479,7 +522,7 @@ class ModelPanel(QWidget):
             return
         self._requests[info.path] = self.current_request()
         try:
-            plan = plan_load(info, hardware, self.current_request())
+            plan = plan_load(info, self._hardware_now(hardware), self.current_request())
         except EngineError as exc:
             self._set_plan(None)
             self.verdict_label.setText(exc.message)
@@ -487,8 +530,48 @@ class ModelPanel(QWidget):
             return
         self._set_plan(plan)
 
+    def _hardware_now(self, hardware: HardwareSnapshot) -> HardwareSnapshot:
+        meter = self._cpu_meter
+        return with_cpu_load(hardware, meter.others) if meter is not None else hardware
+
+    def _follow_cpu_load(self) -> None:
+        """Look at other programs' load; plan again only when it changes the threads (or
+        what the plan says about them)."""
+        meter, plan, hardware = self._cpu_meter, self._plan, self._hardware
+        if meter is None or meter.sample() is None or plan is None or hardware is None:
+            return
+        choice = choose_threads(self.current_request(), self._hardware_now(hardware))
+        said = [r for r in plan.reasons if r.startswith("Threads ")]
+        if choice.threads != plan.params.n_threads or said != ([choice.reason] if choice.reason else []):
+            self._replan()
+
+    def _update_cpu_timer(self) -> None:
+        if self._cpu_meter is not None and self.isVisible():
+            self._cpu_timer.start()
+        else:
+            self._cpu_timer.stop()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._update_cpu_timer()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self._update_cpu_timer()
+
+    def _show_threads(self, plan: LoadPlan | None) -> None:
+        """The spin box's "auto" says what auto means now: the default's, or the planner's."""
+        if plan is None:
+            text = "auto"
+        elif self._default_threads is not None:
+            text = f"default ({plan.params.n_threads}, from Settings)"
+        else:
+            text = f"auto ({plan.params.n_threads})"
+        self.threads_spin.setSpecialValueText(text)
+
     def _set_plan(self, plan: LoadPlan | None) -> None:
         self._plan = plan
+        self._show_threads(plan)
         while self.suggestions_layout.count():
             widget = self.suggestions_layout.takeAt(0).widget()
             if widget is not None:

@@ -44,6 +44,7 @@ The modules, bottom up:
 - ``placement``: device reserves, which device holds each layer, bytes per device.
 - ``validation``: a request checked, clamped and padded.
 - ``reasons``: the plan's lines for people, ``describe_plan``.
+- ``threads``: the CPU threads, from the cores other programs leave free.
 - ``suggestions``: single changes that make a plan fit, each planned again.
 - ``planning``: ``plan_load``, the verdict.
 """
@@ -58,6 +59,7 @@ from engine.planner.load_plan import (
     GIB,
     MAX_N_UBATCH,
     MAX_PARALLEL,
+    MAX_THREADS,
     MEMORY_PARTS,
     MIB,
     MIN_CONTEXT,
@@ -109,6 +111,7 @@ from engine.planner.placement import (
 )
 from engine.planner.planning import plan_load
 from engine.planner.reasons import describe_plan
+from engine.planner.threads import ThreadChoice, choose_threads
 
 __all__ = [
     "CONTEXT_STEP",
@@ -119,6 +122,7 @@ __all__ = [
     "GIB",
     "MAX_N_UBATCH",
     "MAX_PARALLEL",
+    "MAX_THREADS",
     "MEMORY_PARTS",
     "MIB",
     "MIN_CONTEXT",
@@ -143,8 +147,10 @@ __all__ = [
     "LoadRequest",
     "ModelShape",
     "Suggestion",
+    "ThreadChoice",
     "Verdict",
     "cells_per_sequence",
+    "choose_threads",
     "compute_estimate",
     "describe_plan",
     "kv_cache_bytes_per_layer",

@@ -20,6 +20,8 @@ MIN_CONTEXT = 256
 MAX_PARALLEL = 256  # llama_max_parallel_sequences()
 DEFAULT_N_UBATCH = 512
 MAX_N_UBATCH = 8192
+# Threads a request may ask for (llama.cpp's GGML_MAX_N_THREADS is 512).
+MAX_THREADS = 256
 
 # llama.cpp's LLAMA_FLASH_ATTN_TYPE_*
 FLASH_ATTN_AUTO = -1
@@ -93,7 +95,11 @@ class LoadRequest:
     n_ubatch: int | None = None  # None: the planner chooses
     projector: ModelInfo | None = None
     draft: ModelInfo | None = None
+    # CPU threads: the model's own setting (None: it has none), else ``default_threads``
+    # (the user's default for every model), else the planner chooses from the cores that
+    # other programs leave free.
     threads: int | None = None
+    default_threads: int | None = None
     # Draft tokens each sequence may verify per tick (speculation); 0: none. With a draft
     # model and 0 here, the default draft length is reserved.
     max_draft: int = 0

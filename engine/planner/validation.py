@@ -19,6 +19,7 @@ from engine.planner.load_plan import (
 )
 from engine.planner.memory_estimate import non_causal_image_tokens
 from engine.planner.model_shape import ModelShape
+from engine.planner.threads import check_threads, choose_threads
 from engine.speculative import MAX_DRAFT_LIMIT
 
 
@@ -54,8 +55,7 @@ def validate_request(
         raise InvalidLoadRequest(
             f"Micro-batch (n_ubatch) must be 1 to {MAX_N_UBATCH} (got {request.n_ubatch})"
         )
-    if request.threads is not None and request.threads < 1:
-        raise InvalidLoadRequest(f"Threads must be 1 or more (got {request.threads})")
+    check_threads(request)
     if not 0 <= request.max_draft <= MAX_DRAFT_LIMIT:
         raise InvalidLoadRequest(
             f"Draft length must be 0 to {MAX_DRAFT_LIMIT} tokens (got {request.max_draft})"
@@ -107,5 +107,7 @@ def validate_request(
     n_ctx = padded * request.parallel
     n_batch = min(max(DEFAULT_N_BATCH, n_ubatch), n_ctx)
     n_ubatch = min(n_ubatch, n_batch)
-    threads = request.threads or max(1, hardware.physical_cores)
-    return Settings(padded, request.parallel, n_ubatch, n_batch, threads, tuple(reasons))
+    threads = choose_threads(request, hardware)
+    if threads.reason:
+        reasons.append(threads.reason)
+    return Settings(padded, request.parallel, n_ubatch, n_batch, threads.threads, tuple(reasons))
