@@ -53,6 +53,8 @@ def open_settings_dialog(window: MainWindow, page: SettingsPage | None = None) -
         window.settings_dialog.general_page.defaults_changed.connect(
             lambda settings: _show_defaults(window, settings)
         )
+        # The load plan on screen follows the new default at once, not at the next model.
+        window.settings_dialog.hardware_page.threads.valueChanged.connect(window.model_panel.set_default_threads)
     dialog = window.settings_dialog
     if page is not None:
         dialog.show_page(page)

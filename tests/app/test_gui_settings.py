@@ -182,6 +182,11 @@ def test_hardware_page_round_trips_and_feeds_the_load_panel(
         add_and_select(qtbot, window, tiny_model)
         assert window.model_panel.gpu_spin.value() == 1
         assert window.model_panel.current_request().gpu_layers == 1
+        # The threads default reaches the plan on screen at once (the model has none of its own).
+        assert window.model_panel.current_request().default_threads == 2
+        page.threads.setValue(1)
+        assert window.model_panel.current_request().default_threads == 1
+        page.threads.setValue(2)
         page.gpu_layers.setValue(page.gpu_layers.minimum())  # back to auto
         assert Preferences(window.store).default_gpu_layers() is None
         window = reopen(qtbot, window, app_paths, machine)
