@@ -61,6 +61,11 @@ def elide_middle(text: str, limit: int) -> str:
     return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
+def sentence(reason: str) -> str:
+    """A lower-case reason ("incomplete file: …") as a sentence of its own after another one."""
+    return reason[:1].upper() + reason[1:]
+
+
 def _opt(value: object) -> str:
     return "—" if value is None or value == "" else str(value)
 

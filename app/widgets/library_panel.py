@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.library_controller import LibraryController
-from app.presenters import BASE_MODEL_BADGE
+from app.presenters import BASE_MODEL_BADGE, sentence
 from app.remote_servers import ListingState, ServerListing
 from app.widgets.badge_delegate import BADGE_ROLE, BadgeDelegate
 from engine import LibraryEntry, RemoteModelInfo, format_bytes, format_count
@@ -304,7 +304,7 @@ class LibraryPanel(QWidget):
             for cell in cells:
                 cell.setForeground(QBrush(INVALID_COLOR))
                 cell.setToolTip(
-                    f"Hearth cannot use this file: {error}\n{entry.path}\n"
+                    f"Hearth cannot use this file. {sentence(error)}\n{entry.path}\n"
                     "Select it for the details; Remove from library forgets it."
                 )
         else:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.model_session import SessionState
-from app.presenters import BASE_MODEL_BADGE, BASE_MODEL_TIP, FACT_TIPS, elide_middle, model_facts
+from app.presenters import BASE_MODEL_BADGE, BASE_MODEL_TIP, FACT_TIPS, elide_middle, model_facts, sentence
 from app.widgets.context_spin import ContextSpinBox
 from app.widgets.load_progress import LoadProgress
 from app.widgets.memory_bar import MemoryBar
@@ -323,7 +323,7 @@ class ModelPanel(QWidget):
         self._leave_page(Path(path))
         self._info = None
         self.title.setText(path.rsplit("/", 1)[-1])
-        self.subtitle.setText(f"Hearth cannot use this file: {reason}")
+        self.subtitle.setText(f"Hearth cannot use this file. {sentence(reason)}")
         self.base_badge.setVisible(False)
         self._clear_facts()
         self.plan_box.setVisible(False)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QScrollArea
 from app.main_window import MainWindow
 from app.model_session import SessionState
 from app.paths import AppPaths
+from app.presenters import sentence
 from app.widgets.badge_delegate import BADGE_ROLE
 from app.widgets.library_panel import COLUMNS, PARAMETERS_COLUMN, SIZE_COLUMN, LibraryPanel
 from app.widgets.nav_rail import Page
@@ -155,10 +156,10 @@ def test_a_broken_file_says_what_is_wrong_whole_and_has_a_remove_button(
     reason = window.library.library.get(broken).error
     assert reason.startswith("incomplete file: only its first 2.4 KiB are here")
     assert reason.endswith("Download it again.")
-    assert reason in item.toolTip()  # whole
+    assert sentence(reason) in item.toolTip()  # whole
     window.library_panel.select_path(broken)
     subtitle = window.model_panel.subtitle
-    qtbot.waitUntil(lambda: reason in subtitle.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: subtitle.text() == f"Hearth cannot use this file. {sentence(reason)}", timeout=WAIT)
     assert subtitle.wordWrap()
     remove = window.library_panel.remove_button
     assert remove.isVisible() and remove.isEnabled() and remove.text() == "Remove from library"
