@@ -159,7 +159,8 @@ def test_a_broken_file_says_what_is_wrong_whole_and_has_a_remove_button(
     assert sentence(reason) in item.toolTip()  # whole
     window.library_panel.select_path(broken)
     subtitle = window.model_panel.subtitle
-    qtbot.waitUntil(lambda: subtitle.text() == f"Hearth cannot use this file. {sentence(reason)}", timeout=WAIT)
+    said = f"Hearth cannot use this file. {sentence(reason)}"
+    qtbot.waitUntil(lambda: subtitle.text() == said, timeout=WAIT)
     assert subtitle.wordWrap()
     remove = window.library_panel.remove_button
     assert remove.isVisible() and remove.isEnabled() and remove.text() == "Remove from library"
