@@ -55,6 +55,9 @@ class HardwareSnapshot:
     # Devices of the RPC workers the user added that answered (engine/rpc): the planner
     # places layers on them like on GPUs. Added with ``with_workers``; none by default.
     remote_devices: tuple[RemoteDevice, ...] = ()
+    # Swap space (bytes; 0: none): without it, memory that runs out is not swapped out
+    # but fails (the OOM killer), so the planner does not say "may swap".
+    swap_total: int = 0
 
     @property
     def simd_not_compiled(self) -> tuple[str, ...]:
@@ -331,7 +334,16 @@ def take_snapshot(nvml: NvmlSource | None = None) -> HardwareSnapshot:
         gpu_offload_supported=native.supports_gpu_offload(),
         backend_devices=devices,
         native_error=native.load_error(),
+        swap_total=read_swap_total(),
     )
+
+
+def read_swap_total() -> int:
+    """This machine's swap space in bytes (0 when there is none or it cannot be read)."""
+    try:
+        return int(psutil.swap_memory().total)
+    except (OSError, RuntimeError):  # psutil raises these where the OS hides it
+        return 0
 
 
 def ggml_gpus(devices: tuple[BackendDevice, ...]) -> tuple[GpuInfo, ...]:
@@ -495,6 +507,7 @@ def described_machine(
     ram_total: int = 16 << 30,
     ram_available: int | None = None,
     name: str = "described CPU",
+    swap_total: int = 0,
 ) -> HardwareSnapshot:
     """A CPU-only machine described by hand, for what-if plans, tests and benchmarks that
     must not depend on the machine they run on."""
@@ -510,4 +523,5 @@ def described_machine(
         driver_version=None,
         gpu_offload_supported=False,
         backend_devices=(),
+        swap_total=swap_total,
     )
