@@ -594,6 +594,7 @@ class ChatController(QObject):
             wait = why_waiting(stream, self._streams.values(), parallel)
             if wait != stream.waiting:
                 stream.waiting = wait
+                self._set_stage(stream, stream.stage)  # the list says "waiting for a slot"
                 if stream.conversation_id == self.current_id:
                     self.view.set_queued(stream.message_id, wait)
 

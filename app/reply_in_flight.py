@@ -61,6 +61,8 @@ class ReplyInFlight:
 
     @property
     def stage_text(self) -> str:
+        if self.stage is ReplyStage.WAITING and self.waiting is not None and self.waiting.explained:
+            return "waiting for a slot"
         return f"reading {self.read_percent}%" if self.stage is ReplyStage.READING else self.stage.value
 
 

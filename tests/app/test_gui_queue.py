@@ -47,6 +47,7 @@ def test_a_queued_chat_says_why_and_offers_more_parallel_conversations(
     reply = last(window, Role.ASSISTANT).id
     qtbot.waitUntil(lambda: view.status_text(reply) == WHY, timeout=WAIT)
     assert MessageAction.MORE_PARALLEL in view.available_actions(reply)
+    assert window.conversation_list.busy_text(second) == "waiting for a slot"
     # Shown again as it was after a look at the other chat (it used to say "waiting for the model…").
     window.chat.select(first)
     window.chat.select(second)
