@@ -110,6 +110,8 @@ class ReplyStats:
         for a slot ·`` when the reply queued behind others, and ending ``· 12 / 20 drafts
         accepted`` with speculation."""
         parts = [f"waited {format_seconds(self.queued)} for a slot"] if self.queued >= SHOWN_WAIT_S else []
+        if not self.prompt_tokens and not self.completion_tokens:  # stopped before it started
+            return " · ".join([*parts, STOP_REASON_TEXT[self.stop_reason]])
         parts += [
             f"{format_seconds(self.ttft)} to first token",
             f"{self.decode_tokens_per_second:.1f} tok/s",

@@ -43,6 +43,11 @@ def test_a_wait_of_a_tick_is_not_on_the_line() -> None:
     assert "waited" not in stats.details()
 
 
+def test_a_reply_stopped_while_it_waited_says_only_that() -> None:
+    never = Completion("", StopReason.CANCELLED, Usage(0, 0, 0), Timings(4.2, 0.0, 0.0, 0.0, 0.0, 0.0))
+    assert ReplyStats.from_completion(never).summary() == "waited 4.20 s for a slot · stopped"
+
+
 def test_stored_stats_round_trip_and_old_ones_lose_the_wait_from_their_first_token() -> None:
     stats = ReplyStats.from_completion(queued_completion(12.0))
     assert ReplyStats.from_dict(stats.to_dict()) == stats
