@@ -42,7 +42,7 @@ from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.message_presentation import view_message
 from app.model_session import ModelSession
 from app.preferences import Preferences
-from app.reply_in_flight import ReplyInFlight, ReplyStage
+from app.reply_in_flight import ReplyInFlight, ReplyStage, why_waiting
 from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
 from app.store import MessageState as StoredState
 from app.thinking import ReplySplit
@@ -102,6 +102,9 @@ class ChatController(QObject):
     # The context the shown conversation plus the draft takes (PromptSize), None when unknown.
     context_checked = Signal(object)
     images_left_out = Signal(bool)  # the shown conversation has images this model cannot see
+    # A reply waiting for a slot asked for more: the loaded model's settings with this many
+    # parallel conversations, for the user to reload with.
+    parallel_wanted = Signal(int)
     _measured = Signal(int, object)  # a measurement answered, from the executor's thread
 
     def __init__(
@@ -147,6 +150,7 @@ class ChatController(QObject):
         view.continue_requested.connect(self.continue_reply)
         view.delete_requested.connect(self.delete_message)
         view.version_requested.connect(self.switch_version)
+        view.more_parallel_requested.connect(self._more_parallel)
         view.undo_bar.undo_requested.connect(self.undo_delete_message)
         conversations.new_requested.connect(self.new_conversation)
         conversations.selected.connect(self.select)
@@ -579,11 +583,39 @@ class ChatController(QObject):
         """Keep a just-sent image decoded: the store names it by the sha256 of its bytes."""
         self._images.put(sha256, image)
 
-    def _on_queued(self, stream: ReplyInFlight, position: int) -> None:
+    def _on_queued(self, stream: ReplyInFlight, _position: int) -> None:
         if self._closing:
             return
-        if stream.conversation_id == self.current_id:
-            self.view.set_queued(stream.message_id, position)
+        stream.queued_at = time.monotonic()
+        self._explain_waits()
+
+    def _explain_waits(self) -> None:
+        """Say why each queued reply waits (``why_waiting``): when one is queued, and when
+        one is admitted or leaves the queue (not when one ends: the next is admitted in a
+        moment, and until then the slots would look free)."""
+        if self._closing:
+            return
+        parallel = self._parallel()
+        for stream in self._streams.values():
+            if stream.stage is not ReplyStage.WAITING or stream.queued_at is None:
+                continue
+            wait = why_waiting(stream, self._streams.values(), parallel)
+            if wait != stream.waiting:
+                stream.waiting = wait
+                self._set_stage(stream, stream.stage)  # the list says "waiting for a slot"
+                if stream.conversation_id == self.current_id:
+                    self.view.set_queued(stream.message_id, wait)
+
+    def _parallel(self) -> int:
+        """Conversations the answering model serves at once (0: not known, a remote one)."""
+        model = self.session.ready_model
+        if model is None or self.session.chat_model is not model:
+            return 0
+        return model.plan.params.n_seq_max
+
+    def _more_parallel(self, _message_id: object) -> None:
+        if parallel := self._parallel():
+            self.parallel_wanted.emit(parallel + 1)
 
     def _on_prefill(
         self, stream: ReplyInFlight, done: int, total: int, cached: int, images_done: int, images: int
@@ -591,7 +623,11 @@ class ChatController(QObject):
         if self._closing:
             return
         stream.read_percent = 100 * done // max(total, 1)
+        admitted = stream.stage is ReplyStage.WAITING
         self._set_stage(stream, ReplyStage.READING)
+        if admitted:
+            stream.waiting = None
+            self._explain_waits()  # one slot fewer for those still queued
         if stream.conversation_id == self.current_id:
             self.view.set_prefill(stream.message_id, done, total, cached, images_done, images)
 
@@ -679,6 +715,8 @@ class ChatController(QObject):
     ) -> None:
         self._streams.pop(stream.conversation_id, None)
         self.conversations.set_busy(stream.conversation_id, False)
+        if stream.stage is ReplyStage.WAITING:
+            self._explain_waits()  # one fewer waiting ahead of the others
         if stream.conversation_id == self.current_id:
             self.view.set_state(
                 stream.message_id, state, stats=stats, error=error, text=stream.text, thought=stream.thought()

@@ -9,6 +9,7 @@ can keep open. Top: the loaded model, always visible.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
@@ -227,6 +228,7 @@ class MainWindow(QMainWindow):
         self._notice_fix: LoadPlan | None = None
         self.chat.context_checked.connect(self._on_context_checked)
         self.chat.images_left_out.connect(self._on_images_left_out)
+        self.chat.parallel_wanted.connect(self.offer_parallel)
         self.chats_page.notice.action_clicked.connect(self._apply_notice_fix)
         self.chats_page.settings_visibility_changed.connect(self._remember_settings_column)
         # A finished download joins the library (paired with its projector there); Load loads it.
@@ -405,6 +407,19 @@ class MainWindow(QMainWindow):
             self.library_panel.select_path(plan.model.path)
         elif self.session.remote is not None:
             self.library_panel.select_remote(self.session.remote.info.key)
+
+    def offer_parallel(self, parallel: int) -> None:
+        """A queued chat's "More parallel conversations…": the loaded model's settings on
+        the Models page with ``parallel`` conversations, planned, for the user to reload."""
+        plan = self.session.plan
+        if plan is None:
+            return
+        self.show_loaded_model()
+        self.model_panel.apply_request(replace(plan.request, parallel=parallel))
+        self.status_label.setText(
+            f"Parallel conversations set to {parallel}: press “Reload with these settings” once the "
+            "reply being written is done (reloading stops it)."
+        )
 
     def _remember_settings_column(self, shown: bool) -> None:
         self.store.set_setting(SETTINGS_COLUMN_KEY, shown)

@@ -23,10 +23,12 @@ def view_message(message: Message, streaming: ReplyInFlight | None, can_regenera
     """``streaming``: the reply in flight that writes this message, if one does."""
     stats = ReplyStats.from_dict(message.stats) if message.stats else None
     images = tuple(ImageThumb(ref.read_bytes(), ref.path.name) for ref in message.images if ref.path.exists())
+    waiting = None
     if streaming is not None:
         thought = streaming.thought()
         text = streaming.text
         state = MessageState.STREAMING if text or thought else MessageState.PENDING
+        waiting = streaming.waiting if state is MessageState.PENDING else None  # shown again as it was
     else:
         text, state = message.text, VIEW_STATE.get(message.state, MessageState.DONE)
         thinking = message.thinking
@@ -45,6 +47,7 @@ def view_message(message: Message, streaming: ReplyInFlight | None, can_regenera
         version_count=message.version_count,
         can_regenerate=can_regenerate,
         thought=thought,
+        waiting=waiting,
     )
 
 

@@ -109,7 +109,8 @@ def model_facts(info: ModelInfo) -> list[tuple[str, str]]:
 def fit_summary(plan: LoadPlan) -> str:
     """The verdict in a few words, as the Discover tab and ``hearth pull`` say it:
     "fits on the GPU", "fits with 20 of 33 layers on the GPU", "fits in RAM (CPU)",
-    "does not fit (RAM short by 1.2 GiB)"."""
+    "does not fit (RAM short by 1.2 GiB)"; a tight one adds "— tight, may swap" (or, on a
+    machine without swap, "— leaves only 1.1 GiB free")."""
     if plan.verdict is Verdict.DOES_NOT_FIT:
         if plan.limiting_resource:
             return f"does not fit ({plan.limiting_resource} short by {format_bytes(plan.deficit)})"
@@ -123,4 +124,7 @@ def fit_summary(plan: LoadPlan) -> str:
         text = "fits on the GPU"
     else:
         text = f"fits with {on_gpu} of {layers} layers on the GPU"
-    return text + (" — tight, may swap" if plan.verdict is Verdict.TIGHT else "")
+    if plan.verdict is Verdict.TIGHT:
+        left = format_bytes(plan.ram_left)
+        text += " — tight, may swap" if plan.may_swap else f" — leaves only {left} free"
+    return text

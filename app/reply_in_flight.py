@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.chat import Thought
+from app.chat import QueueWait, Thought
 from app.store import Thinking
 from app.thinking import ReplySplit
 from engine import RequestHandle
@@ -39,6 +40,8 @@ class ReplyInFlight:
     read_percent: int = 0  # of the prompt, while READING
     started: float = field(default_factory=time.monotonic)
     resumed: bool = False  # continuing a reply that was cut off
+    queued_at: float | None = None  # time.monotonic() when the engine queued it
+    waiting: QueueWait | None = None  # why it waits for a slot, once that is known
 
     @property
     def text(self) -> str:
@@ -58,4 +61,25 @@ class ReplyInFlight:
 
     @property
     def stage_text(self) -> str:
+        if self.stage is ReplyStage.WAITING and self.waiting is not None and self.waiting.explained:
+            return "waiting for a slot"
         return f"reading {self.read_percent}%" if self.stage is ReplyStage.READING else self.stage.value
+
+
+def why_waiting(stream: ReplyInFlight, streams: Iterable[ReplyInFlight], parallel: int) -> QueueWait | None:
+    """Why ``stream`` (queued) has not started, with ``streams`` the replies in flight and
+    ``parallel`` the conversations the model serves at once (0: not known). Said only
+    when it is sure: the window's other chats hold every slot. (Every request is queued
+    first and admitted the same instant when a slot is free; a slot held by a request to
+    the local server, or freed a moment ago, is not seen from here.)"""
+    others = [s for s in streams if s is not stream]
+    serving = sum(1 for s in others if s.stage is not ReplyStage.WAITING)
+    queued_at = stream.queued_at if stream.queued_at is not None else time.monotonic()
+    ahead = sum(
+        1
+        for s in others
+        if s.stage is ReplyStage.WAITING and s.queued_at is not None and s.queued_at < queued_at
+    )
+    if parallel > 0 and serving >= parallel:
+        return QueueWait(parallel, serving, ahead)
+    return QueueWait(ahead=ahead) if ahead else None

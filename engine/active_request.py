@@ -146,7 +146,7 @@ class ActiveRequest:
         n_out = len(self.tokens)
         timings = Timings(
             queued=self.t_admit - self.t_submit,
-            ttft=(first - self.t_submit) if self.t_first_token else 0.0,
+            ttft=(first - self.t_admit) if self.t_first_token else 0.0,  # the queue is ``queued``
             prefill_seconds=prefill_s,
             decode_seconds=decode_s,
             prefill_tokens_per_second=computed / prefill_s if computed else 0.0,

@@ -61,6 +61,9 @@ class HardwareSnapshot:
     # Taken of the machine this process runs on (``take_snapshot``), not described by hand:
     # only then does its CPU load follow what this machine does now.
     this_machine: bool = False
+    # Swap space (bytes; 0: none): without it, memory that runs out is not swapped out
+    # but fails (the OOM killer), so the planner does not say "may swap".
+    swap_total: int = 0
 
     @property
     def simd_not_compiled(self) -> tuple[str, ...]:
@@ -356,6 +359,7 @@ def take_snapshot(
         native_error=native.load_error(),
         cpu_busy_elsewhere=others_since(cpu_before, cpu_window),
         this_machine=True,
+        swap_total=read_swap_total(),
     )
 
 
@@ -364,6 +368,14 @@ def with_cpu_load(snapshot: HardwareSnapshot, busy_elsewhere: float) -> Hardware
     if abs(busy_elsewhere - snapshot.cpu_busy_elsewhere) < 1e-9:
         return snapshot
     return replace(snapshot, cpu_busy_elsewhere=max(0.0, busy_elsewhere))
+
+
+def read_swap_total() -> int:
+    """This machine's swap space in bytes (0 when there is none or it cannot be read)."""
+    try:
+        return int(psutil.swap_memory().total)
+    except (OSError, RuntimeError):  # psutil raises these where the OS hides it
+        return 0
 
 
 def ggml_gpus(devices: tuple[BackendDevice, ...]) -> tuple[GpuInfo, ...]:
@@ -537,6 +549,7 @@ def described_machine(
     ram_available: int | None = None,
     name: str = "described CPU",
     cpu_busy_elsewhere: float = 0.0,
+    swap_total: int = 0,
 ) -> HardwareSnapshot:
     """A CPU-only machine described by hand, for what-if plans, tests and benchmarks that
     must not depend on the machine they run on."""
@@ -553,4 +566,5 @@ def described_machine(
         gpu_offload_supported=False,
         backend_devices=(),
         cpu_busy_elsewhere=cpu_busy_elsewhere,
+        swap_total=swap_total,
     )

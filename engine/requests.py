@@ -169,7 +169,10 @@ class Usage:
 
 @dataclass(frozen=True)
 class Timings:
-    """Seconds and tokens/s; ``ttft`` from submit to the first token."""
+    """Seconds and tokens/s. ``queued``: from submit until the request was admitted to a
+    sequence (waiting for a free slot: all of them busy with other requests); ``ttft``:
+    from admission to the first token (reading the prompt), so the two add up to what the
+    user waited; the decode figures count from the first token."""
 
     queued: float
     ttft: float

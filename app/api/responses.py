@@ -36,7 +36,9 @@ def usage(completion: Completion) -> dict[str, Any]:
 
 
 def timings(completion: Completion) -> dict[str, Any]:
-    """llama-server's ``timings`` object, from the engine's own measurements."""
+    """llama-server's ``timings`` object, from the engine's own measurements, with Hearth's
+    own two: ``queued_ms`` (waiting for a free sequence) and ``ttft_ms`` (from admission to
+    the first token: the two add up to what the client waited)."""
     t, u = completion.timings, completion.usage
     return {
         "cache_n": u.cached_tokens,
@@ -46,6 +48,7 @@ def timings(completion: Completion) -> dict[str, Any]:
         "predicted_n": u.completion_tokens,
         "predicted_ms": round(t.decode_seconds * 1000, 3),
         "predicted_per_second": round(t.decode_tokens_per_second, 2),
+        "queued_ms": round(t.queued * 1000, 3),
         "ttft_ms": round(t.ttft * 1000, 3),
     }
 

@@ -43,6 +43,8 @@ class MessageAction(enum.Enum):
     DELETE = "Delete"
     PREVIOUS_VERSION = "Previous version"  # drawn as ‹ beside "2/3"
     NEXT_VERSION = "Next version"  # drawn as ›
+    # Under a reply that waits for a slot: the load settings with one conversation more.
+    MORE_PARALLEL = "More parallel conversations…"
 
 
 STOP_REASON_TEXT: dict[StopReason, str] = {
@@ -64,13 +66,18 @@ class ImageThumb:
 
 CPU_BUSY_NOTE = "the CPU was busy with other programs"
 
+# A wait for a slot shorter than this is not worth a word on the line (the tooltip has it).
+SHOWN_WAIT_S = 0.1
+# Stored stats whose ttft counts from admission, not from submit (the queue apart).
+TTFT_APART = "ttft_after_queue"
+
 
 @dataclass(frozen=True)
 class ReplyStats:
     """What the line under a finished reply says; built from an engine Completion."""
 
     decode_tokens_per_second: float
-    ttft: float  # seconds from submit to the first token
+    ttft: float  # seconds from admission (a free sequence) to the first token; ``queued`` before it
     prompt_tokens: int
     cached_tokens: int
     completion_tokens: int
@@ -111,11 +118,16 @@ class ReplyStats:
         )
 
     def summary(self) -> str:
-        """One line: ``41.3 tok/s · 0.28 s to first token · 1,234 prompt tokens, 1,100 from
-        cache · end of turn`` (and ``· 12 / 20 drafts accepted`` with speculation)."""
-        parts = [
-            f"{self.decode_tokens_per_second:.1f} tok/s",
+        """One line, in the order things happened: ``0.28 s to first token · 41.3 tok/s ·
+        1,234 prompt tokens, 1,100 from cache · end of turn``, led by ``waited 2 min 30 s
+        for a slot ·`` when the reply queued behind others, and ending ``· 12 / 20 drafts
+        accepted`` with speculation."""
+        parts = [f"waited {format_seconds(self.queued)} for a slot"] if self.queued >= SHOWN_WAIT_S else []
+        if not self.prompt_tokens and not self.completion_tokens:  # stopped before it started
+            return " · ".join([*parts, STOP_REASON_TEXT[self.stop_reason]])
+        parts += [
             f"{format_seconds(self.ttft)} to first token",
+            f"{self.decode_tokens_per_second:.1f} tok/s",
             f"{self.prompt_tokens:,} prompt tokens"
             + (f", {self.cached_tokens:,} from cache" if self.cached_tokens else ""),
             STOP_REASON_TEXT[self.stop_reason],
@@ -131,8 +143,7 @@ class ReplyStats:
         lines = [
             f"Generated {self.completion_tokens:,} tokens at {self.decode_tokens_per_second:.1f} tok/s"
             + (f" in {format_seconds(self.decode_seconds)}" if self.decode_seconds else ""),
-            f"First token after {format_seconds(self.ttft)}"
-            + (f" (waited {format_seconds(self.queued)} in the queue)" if self.queued >= 0.01 else ""),
+            f"First token {format_seconds(self.ttft)} after it started",
             f"Prompt: {self.prompt_tokens:,} tokens, {self.cached_tokens:,} reused from cache, "
             f"{max(0, self.prompt_tokens - self.cached_tokens):,} read"
             + (
@@ -142,6 +153,12 @@ class ReplyStats:
             ),
             f"Stopped: {STOP_REASON_TEXT[self.stop_reason]}",
         ]
+        if self.queued >= 0.01:
+            lines.insert(
+                0,
+                f"Waited {format_seconds(self.queued)} for a slot: the model was serving as many "
+                "conversations as it does at once",
+            )
         if self.drafted > 0:
             rate = 100.0 * self.accepted / self.drafted
             lines.append(
@@ -173,12 +190,16 @@ class ReplyStats:
             "cpu_slowed": self.cpu_slowed,
             "threads": self.threads,
             "cores": self.cores,
+            TTFT_APART: True,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplyStats:
         values = dict(data)
         values["stop_reason"] = StopReason(values["stop_reason"])
+        if not values.get(TTFT_APART):
+            # Stored before the queue was counted apart: its ttft included the wait.
+            values["ttft"] = max(0.0, values.get("ttft", 0.0) - values.get("queued", 0.0))
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in values.items() if k in known})
 
@@ -208,6 +229,36 @@ class Thought:
 
 
 @dataclass(frozen=True)
+class QueueWait:
+    """Why a reply has not started: the model serves ``parallel`` conversations at once
+    (0: not known) and ``chats`` of the window's other chats hold them; ``ahead`` more
+    replies wait before it."""
+
+    parallel: int = 0
+    chats: int = 0
+    ahead: int = 0
+
+    @property
+    def explained(self) -> bool:
+        """Whether it says why (and so can offer more slots)."""
+        return self.parallel > 0
+
+    def text(self) -> str:
+        """``Waiting: the model serves 1 conversation at a time (parallel = 1) and another
+        chat is replying``; without the reason, ``waiting for the model…``."""
+        if not self.explained:
+            return f"queued, {self.ahead} ahead" if self.ahead else "waiting for the model…"
+        n = self.parallel
+        serves = f"the model serves {n} conversation{'s' * (n != 1)} at a time (parallel = {n})"
+        busy = "another chat is replying" if self.chats == 1 else f"{self.chats} other chats are replying"
+        text = f"Waiting: {serves} and {busy}"
+        if self.ahead:
+            more = "reply waits" if self.ahead == 1 else "replies wait"
+            text += f"; {self.ahead} more {more} ahead of this one"
+        return text
+
+
+@dataclass(frozen=True)
 class MessageData:
     id: MessageId
     role: Role
@@ -222,6 +273,7 @@ class MessageData:
     version_count: int = 1
     can_regenerate: bool = True  # False when it would fail again (the chat outgrew the context)
     thought: Thought | None = None  # a reasoning model's thinking, above the reply (never in ``text``)
+    waiting: QueueWait | None = None  # PENDING and queued: why it has not started
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

@@ -74,7 +74,6 @@ class MessageRows:
         self._tops: list[int] = [0]
         self._tops_dirty = False
         self.progress: dict[MessageId, PrefillProgress] = {}
-        self.queued: dict[MessageId, int] = {}  # how many requests are ahead
         self._growing: set[Row] = set()  # rows holding streamed text
         # Replies pending or streaming, kept as rows change: every painted row asks.
         self._active: set[MessageId] = set()
@@ -105,7 +104,6 @@ class MessageRows:
         self._growing.clear()
         self._reindex()
         self.progress.clear()
-        self.queued.clear()
 
     def append(self, row: Row) -> None:
         self._rows.append(row)
@@ -178,9 +176,9 @@ class MessageRows:
         return grown
 
     def waited(self, message_id: MessageId) -> None:
-        """The reply is no longer waiting: its queue position and prompt progress go."""
+        """The reply is no longer waiting: its prompt progress goes (why it queued is in
+        its data, said only while it is PENDING)."""
         self.progress.pop(message_id, None)
-        self.queued.pop(message_id, None)
 
     def invalidate(self, row: Row) -> None:
         """The row's content changed: it is measured again before it is painted."""
@@ -245,9 +243,8 @@ class MessageRows:
             progress = self.progress.get(data.id)
             if progress is not None:
                 return progress.text(), "muted"
-            position = self.queued.get(data.id)
-            if position:
-                return f"queued, {position} ahead", "muted"
+            if data.waiting is not None:
+                return data.waiting.text(), "muted"
             return "waiting for the model…", "muted"
         if state is MessageState.INTERRUPTED:
             # Why, when it is known (a remote server that went away mid-reply).
@@ -274,6 +271,8 @@ class MessageRows:
         row = self._rows[i]
         data = row.data
         actions = [MessageAction.COPY] if data.text or row.pending else []
+        if self.queued_for_a_slot(row):
+            actions.append(MessageAction.MORE_PARALLEL)
         if self.busy():
             return tuple(actions)
         if data.role is Role.USER:
@@ -294,6 +293,17 @@ class MessageRows:
         if data.version < data.version_count:
             actions.append(MessageAction.NEXT_VERSION)
         return tuple(actions)
+
+    def queued_for_a_slot(self, row: Row) -> bool:
+        """A pending reply that waits for a slot, and it is known why (not yet reading)."""
+        data = row.data
+        waiting = data.waiting
+        return (
+            data.state is MessageState.PENDING
+            and waiting is not None
+            and waiting.explained
+            and data.id not in self.progress
+        )
 
     @staticmethod
     def version_text(row: Row) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 
 from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -49,7 +50,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QMenu, QToolTip, QWidget
 
-from app.chat.data import MessageAction, MessageData, MessageId, MessageState, ReplyStats, Thought
+from app.chat.data import MessageAction, MessageData, MessageId, MessageState, QueueWait, ReplyStats, Thought
 from app.chat.markdown import MarkdownStyle, code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
@@ -112,6 +113,7 @@ class MessageView(QAbstractScrollArea):
     copied = Signal(str)  # text put on the clipboard (a message, a selection or a code block)
     link_activated = Signal(str)  # a link in a reply was clicked (http(s) links also open)
     image_activated = Signal(object, int)  # message id, image index
+    more_parallel_requested = Signal(object)  # message id (a reply waiting for a slot)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -278,11 +280,14 @@ class MessageView(QAbstractScrollArea):
             self._update_indicator_timer()
         self._scroll.settle_later()
 
-    def set_queued(self, message_id: MessageId, position: int) -> None:
-        """A pending reply waits behind ``position`` other requests."""
-        if self._rows.find(message_id) is not None:
-            self._rows.queued[message_id] = position
-            self._status_changed(message_id)
+    def set_queued(self, message_id: MessageId, wait: QueueWait | None) -> None:
+        """A pending reply waits for a slot: the line under it says why (``wait``; None:
+        not known yet), with "More parallel conversations…" once the reason is known."""
+        row = self._rows.get(message_id)
+        if row is None or row.data.state is not MessageState.PENDING or row.data.waiting == wait:
+            return
+        row.data = replace(row.data, waiting=wait)
+        self._status_changed(message_id)
 
     def set_prefill(
         self,
@@ -296,7 +301,6 @@ class MessageView(QAbstractScrollArea):
         """Prompt progress under a pending reply: "reading 1,200 / 3,400 tokens, 2,100 from cache"."""
         if self._rows.find(message_id) is None:
             return
-        self._rows.queued.pop(message_id, None)
         self._rows.progress[message_id] = PrefillProgress(done, total, cached, images_done, images_total)
         self._status_changed(message_id)
 
@@ -354,6 +358,8 @@ class MessageView(QAbstractScrollArea):
             self.version_requested.emit(message_id, -1)
         elif action is MessageAction.NEXT_VERSION:
             self.version_requested.emit(message_id, 1)
+        elif action is MessageAction.MORE_PARALLEL:
+            self.more_parallel_requested.emit(message_id)
 
     def version_text(self, message_id: MessageId) -> str:
         """What the version switcher under a message says (``2/3``; "" without one)."""

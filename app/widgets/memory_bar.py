@@ -51,6 +51,11 @@ class MemoryBar(QWidget):
         return self._devices
 
     @staticmethod
+    def label(device: DeviceMemory) -> str:
+        """The line over a device's bar: ``CPU — needs 3.1 GiB, 21.0 GiB free``."""
+        return f"{device.device} — needs {format_bytes(device.total)}, {format_bytes(device.available)} free"
+
+    @staticmethod
     def describe(device: DeviceMemory) -> str:
         lines = [
             f"{device.device}: needs {format_bytes(device.total)}, {format_bytes(device.available)} free"
@@ -77,13 +82,11 @@ class MemoryBar(QWidget):
         y = 0
         for device in self._devices:
             scale = max(device.total, device.available, 1)
-            over = device.total > device.available
-            painter.setPen(text_color)
-            label = (
-                f"{device.device} — needs {format_bytes(device.total)}, {format_bytes(device.available)} free"
-            )
-            if over:
-                label += f"  (short by {format_bytes(device.total - device.available)})"
+            # Short as the plan's verdict counts it (the reserve kept free included); how
+            # much is said once, in the verdict, not again here with another figure.
+            over = device.deficit > 0
+            painter.setPen(QColor("#d62728") if over else text_color)
+            label = self.label(device)
             painter.drawText(
                 QRectF(1, y, width, 18), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label
             )

@@ -586,7 +586,7 @@ class ModelPanel(QWidget):
             self.plan_changed.emit(None)
             return
         color = VERDICT_COLORS[plan.verdict]
-        headline = plan.headline.capitalize()
+        headline = plan.headline[:1].upper() + plan.headline[1:]  # not capitalize(): "GiB" stays
         if plan.limiting_resource and plan.deficit:
             headline += f" — {plan.limiting_resource} short by {format_bytes(plan.deficit)}"
         headline += f" · {format_bytes(plan.total_bytes)} in all"

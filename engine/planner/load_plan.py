@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from engine.catalog import ModelInfo
 from engine.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_DRAFT
 from engine.errors import EngineError
+from engine.units import format_bytes
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -71,7 +72,10 @@ class LoadPhase(enum.Enum):
 class Verdict(enum.Enum):
     FITS = "fits"
     PARTIAL_OFFLOAD = "fits with partial offload"
-    TIGHT = "tight: may swap"  # fits, but within TIGHT_MARGIN of the free memory
+    # Fits, but within TIGHT_MARGIN of the free RAM. The value is what machine-readable
+    # output says; people read ``LoadPlan.headline``, which says "may swap" only where
+    # the machine has swap, and otherwise how little it leaves free.
+    TIGHT = "tight: may swap"
     DOES_NOT_FIT = "does not fit"
 
 
@@ -244,6 +248,13 @@ class LoadPlan:
     # and the bytes one decoded token sends over the network at this split (0: none).
     machines: int = 1
     network_bytes_per_token: int = 0
+    may_swap: bool = False  # the machine has swap space (HardwareSnapshot.swap_total)
+
+    @property
+    def ram_left(self) -> int:
+        """RAM still free once loaded, of what was free when planned."""
+        ram = self.memory[0]
+        return max(0, ram.available - ram.total)
 
     @property
     def total_bytes(self) -> int:
@@ -271,7 +282,12 @@ class LoadPlan:
 
     @property
     def headline(self) -> str:
-        """The verdict in words: "fits", or "fits across 3 machines" for a split model."""
+        """The verdict in words: "fits", or "fits across 3 machines" for a split model; a
+        tight plan "tight: may swap" where the machine has swap, else "fits, leaves only
+        1.2 GiB free"."""
+        verdict = self.verdict.value
+        if self.verdict is Verdict.TIGHT and not self.may_swap:
+            verdict = f"fits, leaves only {format_bytes(self.ram_left)} free"
         if self.machines > 1 and self.fits:
-            return f"{self.verdict.value} across {self.machines} machines"
-        return self.verdict.value
+            return f"{verdict} across {self.machines} machines"
+        return verdict

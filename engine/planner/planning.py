@@ -9,6 +9,7 @@ from engine.catalog import ModelInfo
 from engine.hardware import HardwareSnapshot
 from engine.planner.load_plan import (
     TIGHT_MARGIN,
+    DeviceMemory,
     InvalidLoadRequest,
     LlamaParams,
     LoadPhase,
@@ -140,10 +141,7 @@ def _plan(
         ram = memory[0]
         if ram.total > (1 - TIGHT_MARGIN) * ram.usable:
             verdict = Verdict.TIGHT
-            reasons.append(
-                f"Tight: it needs {format_bytes(ram.total)} of the {format_bytes(ram.usable)} of RAM "
-                f"left, less than {TIGHT_MARGIN:.0%} spare; the system may swap."
-            )
+            reasons.append(tight_reason(ram, hardware.swap_total > 0))
 
     machines, network_bytes = 1, 0
     if devices:
@@ -202,4 +200,20 @@ def _plan(
         phases=tuple(phases),
         machines=machines,
         network_bytes_per_token=network_bytes,
+        may_swap=hardware.swap_total > 0,
+    )
+
+
+def tight_reason(ram: DeviceMemory, may_swap: bool) -> str:
+    """Why a plan is tight, in the free-RAM figure every other line of the plan uses
+    (``available``): what it leaves free once loaded; "may swap" only with swap space."""
+    said = (
+        f"once loaded it leaves only {format_bytes(max(0, ram.available - ram.total))} of the "
+        f"{format_bytes(ram.available)} of RAM free"
+    )
+    if may_swap:
+        return f"Tight: {said}; the system may swap."
+    return (
+        f"{said[0].upper()}{said[1:]}, and this machine has no swap: a program that needs more "
+        "may be stopped for want of memory."
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.catalog import ModelInfo
 from engine.hardware import HardwareSnapshot
-from engine.planner.load_plan import DeviceMemory, LlamaParams, LoadPlan, LoadRequest
+from engine.planner.load_plan import DeviceMemory, LlamaParams, LoadPlan, LoadRequest, Verdict
 from engine.planner.memory_estimate import repacked_bytes
 from engine.planner.model_shape import ModelShape
 from engine.planner.placement import Layout, gpu_names, is_worker
@@ -121,6 +121,15 @@ def memory_reasons(
     return reasons
 
 
+# What a plan's suggestions give it, by verdict (a plan that fits suggests nothing).
+SUGGESTIONS_HEADER = {
+    Verdict.DOES_NOT_FIT: "To make it fit:",
+    Verdict.TIGHT: "For more room:",
+    Verdict.PARTIAL_OFFLOAD: "To fit entirely on the GPU:",
+    Verdict.FITS: "",
+}
+
+
 def describe_plan(plan: LoadPlan) -> list[str]:
     """The plan as lines of text, as the CLI prints it and the GUI shows it."""
     p = plan.params
@@ -153,7 +162,7 @@ def describe_plan(plan: LoadPlan) -> list[str]:
         )
     lines += [f"  • {r}" for r in plan.reasons]
     if plan.suggestions:
-        lines.append("To make it fit:" if not plan.fits else "To fit entirely on the GPU:")
+        lines.append(SUGGESTIONS_HEADER[plan.verdict])
         lines += [f"  → {s.description}" for s in plan.suggestions]
     lines.append("Load phases: " + " → ".join(phase.value for phase in plan.phases))
     return lines

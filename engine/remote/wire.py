@@ -110,7 +110,9 @@ def timings(
     reported: dict[str, Any] | None, ttft: float, streamed_s: float, completion_tokens: int
 ) -> Timings:
     """The server's own rates where it reports them (llama-server's ``timings``), else rates
-    from what arrived here; ``ttft`` is always measured here: what the user waited."""
+    from what arrived here; ``ttft`` is measured here (what the user waited), less the time
+    a Hearth server says the request waited for a free sequence (its ``queued_ms``), which
+    is ``queued``."""
     r = reported or {}
 
     def number(key: str) -> float:
@@ -120,9 +122,10 @@ def timings(
     decode_s = number("predicted_ms") / 1000 or streamed_s
     measured = completion_tokens / streamed_s if streamed_s > 0 else 0.0
     decode_rate = number("predicted_per_second") or measured
+    queued = min(max(0.0, number("queued_ms") / 1000), ttft)
     return Timings(
-        queued=0.0,
-        ttft=ttft,
+        queued=queued,
+        ttft=ttft - queued,
         prefill_seconds=number("prompt_ms") / 1000,
         decode_seconds=decode_s,
         prefill_tokens_per_second=number("prompt_per_second"),

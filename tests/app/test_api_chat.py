@@ -39,6 +39,10 @@ def test_a_chat_completion_is_the_model_s_reply(scripted_server: ServerThread) -
     assert usage.prompt_tokens > 0
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     assert usage.prompt_tokens_details.cached_tokens >= 0
+    # llama-server's timings, with Hearth's queue time apart from its time to first token.
+    timings = reply.model_extra["timings"]
+    assert timings["predicted_n"] == 9 and timings["predicted_per_second"] > 0
+    assert timings["queued_ms"] >= 0 and timings["ttft_ms"] > 0
 
 
 def test_streaming_sends_role_then_content_then_finish_and_usage(scripted_server: ServerThread) -> None:

@@ -27,6 +27,7 @@ from app.chat import (
     MessageState,
     MessageView,
     Preset,
+    QueueWait,
     ReplyStats,
     SamplingPanel,
     SamplingSettings,
@@ -522,7 +523,7 @@ def test_an_update_costs_the_same_at_any_length_of_an_open_code_block(view: Mess
     assert view.code_blocks("r") == ((line * 400).removesuffix("\n"),)
 
 
-def test_prefill_progress_text(view: MessageView) -> None:
+def test_prefill_progress_text(qtbot, view: MessageView) -> None:
     assert format_prefill(1200, 3400, 2100) == "reading 1,200 / 3,400 tokens, 2,100 from cache"
     assert format_prefill(10, 40, 0) == "reading 10 / 40 tokens"
     assert format_prefill(10, 40, 0, images_done=1, images_total=2) == "reading 10 / 40 tokens, 1 / 2 images"
@@ -530,8 +531,16 @@ def test_prefill_progress_text(view: MessageView) -> None:
         [MessageData("u", Role.USER, "hi"), MessageData("r", Role.ASSISTANT, "", MessageState.PENDING)]
     )
     assert view.status_text("r") == "waiting for the model…"
-    view.set_queued("r", 2)
+    view.set_queued("r", QueueWait(ahead=2))
     assert view.status_text("r") == "queued, 2 ahead"
+    assert MessageAction.MORE_PARALLEL not in view.available_actions("r")  # no reason known
+    view.set_queued("r", QueueWait(parallel=1, chats=1))
+    assert view.status_text("r") == (
+        "Waiting: the model serves 1 conversation at a time (parallel = 1) and another chat is replying"
+    )
+    with qtbot.waitSignal(view.more_parallel_requested) as asked:
+        view.trigger_action("r", MessageAction.MORE_PARALLEL)
+    assert asked.args == ["r"]
     view.set_prefill("r", 1200, 3400, 2100)
     assert view.status_text("r") == "reading 1,200 / 3,400 tokens, 2,100 from cache"
     view.append_delta("r", "Hello")
@@ -541,7 +550,7 @@ def test_prefill_progress_text(view: MessageView) -> None:
 def test_reply_stats_line_from_a_completion(view: MessageView) -> None:
     stats = ReplyStats.from_completion(completion())
     assert stats.summary() == (
-        "41.3 tok/s · 0.28 s to first token · 3,400 prompt tokens, 2,100 from cache · end of turn"
+        "0.28 s to first token · 41.3 tok/s · 3,400 prompt tokens, 2,100 from cache · end of turn"
     )
     speculative = ReplyStats.from_completion(
         completion(drafted=40, accepted=31, stop_reason=StopReason.LENGTH)

@@ -190,6 +190,28 @@ def test_a_text_interval_out_of_range_is_refused(tiny: LoadedModel, interval: fl
         tiny.submit(request)
 
 
+def test_time_waiting_for_a_slot_is_queued_not_time_to_first_token(tiny_model: Path) -> None:
+    """With one sequence, a second request waits for the first to end: that wait is its
+    ``queued``; its time to first token and its decode rate count from its admission."""
+    model = load(tiny_model, ctx=512, parallel=1)
+    try:
+        slow_down(model, 0.02)  # every tick 20 ms: the first reply takes a second or more
+        first = model.submit(chat("The first story", max_tokens=48, ignore_eos=True))
+        second = model.submit(chat("The second story", max_tokens=6, ignore_eos=True))
+        a, b = first.wait(TIMEOUT), second.wait(TIMEOUT)
+        first_took = a.timings.queued + a.timings.ttft + a.timings.decode_seconds
+        assert a.timings.queued < 0.1  # a free sequence: admitted at once
+        assert first_took > 0.9
+        # Submitted together, the second was admitted as the first ended (a tick or two later).
+        assert b.timings.queued == pytest.approx(first_took, abs=0.25)
+        assert b.timings.ttft < 0.5 < b.timings.queued
+        # Five tokens after the first, at the same pace as the first reply's.
+        assert b.timings.decode_seconds < 0.5
+        assert b.timings.decode_tokens_per_second > 0.5 * a.timings.decode_tokens_per_second
+    finally:
+        model.unload()
+
+
 # -- context limits ---------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ streamed chunk's parts (thinking apart, usage, llama-server's timings), the stat
 
 from __future__ import annotations
 
+import pytest
 from openai.types.chat import ChatCompletionChunk
 
 from engine import ChatMessage, ChatRequest, SamplingParams, StopReason
@@ -62,3 +63,11 @@ def test_chunks_give_content_thinking_finish_usage_and_timings() -> None:
 def test_without_server_timings_the_rate_is_measured_here() -> None:
     t = timings(None, ttft=0.5, streamed_s=2.0, completion_tokens=50)
     assert (t.ttft, t.decode_tokens_per_second, t.decode_seconds) == (0.5, 25.0, 2.0)
+
+
+def test_a_hearth_server_s_queue_time_is_queued_not_time_to_first_token() -> None:
+    t = timings({"queued_ms": 1500.0, "ttft_ms": 200.0}, ttft=1.75, streamed_s=1.0, completion_tokens=10)
+    assert (t.queued, t.ttft) == (1.5, pytest.approx(0.25))
+    # Never more than what was measured here (clocks of two machines, rounding).
+    t = timings({"queued_ms": 5000.0}, ttft=1.0, streamed_s=1.0, completion_tokens=10)
+    assert (t.queued, t.ttft) == (1.0, 0.0)
