@@ -263,7 +263,7 @@ def test_the_reply_line_says_when_other_programs_slowed_it(qtbot) -> None:
     slowed = ReplyStats.from_completion(completion(CpuContention(12.4, 1.03, 1.1, cores=2, threads=2)))
     assert slowed.cpu_slowed and slowed.threads == 2 and slowed.cores == 2
     assert slowed.summary() == (
-        f"1.1 tok/s · 0.28 s to first token · 40 prompt tokens · end of turn · {CPU_BUSY_NOTE}"
+        f"0.28 s to first token · 1.1 tok/s · 40 prompt tokens · end of turn · {CPU_BUSY_NOTE}"
     )
     assert CPU_BUSY_NOTE == "the CPU was busy with other programs"
     assert "other programs used 1.0 of its 2 cores" in slowed.details()
