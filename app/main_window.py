@@ -361,6 +361,14 @@ class MainWindow(QMainWindow):
             self.chooser.load_last()
         warm_lexers_when_idle(self)  # the first reply with code does not pay for them
 
+    def bring_forward(self) -> None:
+        """A second launch on this data folder asked: show this window, in front."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
     def request_quit(self) -> None:
         """Ctrl+Q: close the window (and so quit), asking first while a reply is generating."""
         if self.may_close():
