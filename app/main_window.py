@@ -402,6 +402,7 @@ class MainWindow(QMainWindow):
         if event.spontaneous() and not self._close_confirmed and not self.may_close():
             event.ignore()
             return
+        self.picker_popup.hide()
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
         settings.setValue("geometry", self.saveGeometry())
         settings.setValue("state", self.saveState())

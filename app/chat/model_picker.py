@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QKeyEvent, QResizeEvent
+from PySide6.QtGui import QBrush, QColor, QHideEvent, QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -150,6 +150,14 @@ class ModelPickerPopup(QFrame):
             self._activated(self.list.currentItem())
             return
         super().keyPressEvent(event)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        # The window's shortcuts work again at once (a platform without a window manager
+        # leaves the closed popup the active window).
+        owner = self.parentWidget()
+        if owner is not None:
+            owner.window().activateWindow()
 
     def _activated(self, item: QListWidgetItem) -> None:
         choice = item.data(CHOICE_ROLE)
