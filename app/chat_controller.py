@@ -400,20 +400,18 @@ class ChatController(QObject):
         self.conversations.set_busy(conversation_id, True, f"waiting for {name}…")
         self.status.emit(WAITING_FOR_LOAD.format(name=name))
 
-    def _continue_after_load(self, conversation_id: int, message_id: int) -> bool:
-        """Continue with no model ready: load the one it needs and go on when it is ready;
-        False when there is none to load."""
+    def _write_after_load(self, conversation_id: int, write: Callable[[], None]) -> bool:
+        """Continue or Regenerate with no model ready: load the one the conversation needs
+        and ``write`` when it is ready; False when there is none to load."""
         name = self._loading_for(conversation_id)
         if name is None:
             return False
         if self.session.chat_model is not None:
-            self.continue_reply(message_id)
+            write()
             return True
-        self._after_load[conversation_id] = AfterLoad(
-            lambda: self.continue_reply(message_id), stage=f"waiting for {name}…"
-        )
+        self._after_load[conversation_id] = AfterLoad(write, stage=f"waiting for {name}…")
         self.conversations.set_busy(conversation_id, True, f"waiting for {name}…")
-        self.status.emit(f"The reply goes on when {name} is loaded.")
+        self.status.emit(f"The reply is written when {name} is loaded.")
         return True
 
     def _run_after_load(self) -> None:
@@ -470,8 +468,12 @@ class ChatController(QObject):
     def regenerate(self, message_id: int) -> None:
         """Write the reply again, as a new version of it: the earlier one stays a ‹ away."""
         conversation_id = self.store.get_message(message_id).conversation_id
-        if conversation_id in self._streams:
+        if conversation_id in self._streams or conversation_id in self._after_load:
             self.status.emit(WAIT_TO_REGENERATE)
+            return
+        if self.session.chat_model is None and self._write_after_load(
+            conversation_id, lambda: self.regenerate(message_id)
+        ):
             return
         self._generate(
             conversation_id,
@@ -513,7 +515,9 @@ class ChatController(QObject):
         conversation_id = self.store.get_message(message_id).conversation_id
         if conversation_id in self._streams or conversation_id in self._after_load:
             return
-        if self.session.chat_model is None and self._continue_after_load(conversation_id, message_id):
+        if self.session.chat_model is None and self._write_after_load(
+            conversation_id, lambda: self.continue_reply(message_id)
+        ):
             return
         self._generate(conversation_id, lambda *_: self.store.resume_reply(message_id), resume=True)
 

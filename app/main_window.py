@@ -357,7 +357,7 @@ class MainWindow(QMainWindow):
         self.show_page(Page(page) if page in {p.value for p in Page} else Page.CHATS)
         self.server_panel.set_port(self.local_server.port)
         self.local_server.restore()
-        if load_last:
+        if load_last and self._hardware.native_error is None:
             self.chooser.load_last()
         warm_lexers_when_idle(self)  # the first reply with code does not pay for them
 

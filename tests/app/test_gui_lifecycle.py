@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QLockFile, Qt, QTimer
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.local_server import ServerStatus
@@ -71,6 +72,43 @@ def test_ctrl_q_asks_while_a_reply_generates_and_the_reply_is_kept(
         assert reply.state is Stored.INTERRUPTED and len(reply.text) > 10  # kept: Continue goes on
     finally:
         store.close()
+
+
+class WindowManagerClose(QCloseEvent):
+    """The close event the window manager's close button sends: the platform marks it
+    spontaneous, which only a windowing system can; the offscreen one has no close button."""
+
+    def spontaneous(self) -> bool:
+        return True
+
+
+def test_the_close_button_asks_too_while_a_reply_generates(
+    qtbot, app_paths: AppPaths, hardware: HardwareSnapshot, looping_model: Path
+) -> None:
+    window = open_window(qtbot, app_paths, hardware)
+    load(qtbot, window, looping_model)
+    set_max_tokens(window, 100_000)
+    send(qtbot, window, "go on forever", wait=False)
+    qtbot.waitUntil(lambda: len(last(window, Role.ASSISTANT).text) > 10, timeout=WAIT)
+    asked: list[str] = []
+    answer_question("Cancel", asked)
+    event = WindowManagerClose()
+    window.closeEvent(event)
+    assert asked and not event.isAccepted()
+    assert window.isVisible() and window.chat.streaming == 1
+    conversation = window.chat.current_id
+    answer_question("Quit", asked)
+    event = WindowManagerClose()
+    window.closeEvent(event)
+    assert len(asked) == 2 and event.isAccepted()
+    store = Store(app_paths.database_file)
+    try:
+        assert store.messages(conversation)[-1].state is Stored.INTERRUPTED
+    finally:
+        store.close()
+    # A close by the program itself (the session ending) does not ask.
+    window.close()
+    assert len(asked) == 2 and not window.isVisible()
 
 
 def test_a_second_launch_brings_the_first_window_forward(

@@ -221,6 +221,23 @@ def test_continue_loads_the_model_and_goes_on(qtbot, window: MainWindow, scripte
     assert window.store.messages(conversation)[-1].text.startswith(reply.text[:2])
 
 
+def test_regenerate_loads_the_model_too(qtbot, window: MainWindow, scripted_model: Path) -> None:
+    load(qtbot, window, scripted_model)
+    send(qtbot, window, "hello")
+    conversation = window.chat.current_id
+    first = last(window, Role.ASSISTANT)
+    window.unload_model()
+    window.message_view.trigger_action(first.id, MessageAction.REGENERATE)
+    assert window.session.state is SessionState.LOADING
+    assert "written when Tiny Llama is loaded" in window.status_label.text()
+    qtbot.waitUntil(
+        lambda: window.chat.streaming == 0 and last(window, Role.ASSISTANT).id != first.id, timeout=WAIT
+    )
+    stored = window.store.messages(conversation)
+    assert window.store.versions(stored[-1].id).ids == (first.id, stored[-1].id)
+    assert stored[-1].state is Stored.COMPLETE
+
+
 def test_send_without_any_model_to_load_still_says_how_to_choose(qtbot, window: MainWindow) -> None:
     window.new_chat_action.trigger()
     window.composer.set_text("is anyone there?")
