@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QPoint, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QHideEvent, QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -26,6 +26,7 @@ from engine import Verdict
 
 PICKER_SHORTCUT = "Ctrl+M"  # Ctrl+L (LM Studio's) focuses the composer here
 CHOICE_ROLE = Qt.ItemDataRole.UserRole + 1
+ARROW = " ▾"
 POPUP_WIDTH = 460
 VERDICT_COLORS = {
     Verdict.FITS: "#2ca02c",
@@ -48,13 +49,22 @@ class PickerButton(QToolButton):
         self.setObjectName("modelPicker")
         self.setAutoRaise(True)
         self.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.setStyleSheet("QToolButton#modelPicker { text-align: left; padding: 0 2px; }")
         self._full = ""
 
     def set_full_text(self, text: str) -> None:
         self._full = text
+        self.updateGeometry()
         self._elide()
+
+    def sizeHint(self) -> QSize:
+        # As wide as the whole name (the layout gives less where there is less: it elides).
+        hint = super().sizeHint()
+        return QSize(self.fontMetrics().horizontalAdvance(self._full + ARROW) + 16, hint.height())
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(60, super().minimumSizeHint().height())
 
     def full_text(self) -> str:
         return self._full
@@ -64,10 +74,9 @@ class PickerButton(QToolButton):
         self._elide()
 
     def _elide(self) -> None:
-        arrow = " ▾"
-        width = max(40, self.width() - 8 - self.fontMetrics().horizontalAdvance(arrow))
+        width = max(40, self.width() - 12 - self.fontMetrics().horizontalAdvance(ARROW))
         shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, width)
-        self.setText(shown + arrow)
+        self.setText(shown + ARROW)
         tip = f"Choose the model that answers ({PICKER_SHORTCUT})"
         self.setToolTip(tip if shown == self._full else f"{self._full}\n{tip}")
 
@@ -85,6 +94,7 @@ class ModelPickerPopup(QFrame):
         self.list.setObjectName("modelPickerList")
         self.list.setWordWrap(True)
         self.list.setUniformItemSizes(False)
+        self.list.setStyleSheet("QListWidget#modelPickerList::item { padding: 4px 8px; }")
         self.list.itemActivated.connect(self._activated)
         self.list.itemClicked.connect(self._activated)
         self.empty = QLabel(
@@ -140,7 +150,8 @@ class ModelPickerPopup(QFrame):
         raise KeyError(name)
 
     def open_under(self, anchor: QWidget) -> None:
-        self.resize(max(POPUP_WIDTH, anchor.width()), min(420, 40 + 44 * max(1, self.list.count())))
+        rows = sum(self.list.sizeHintForRow(r) for r in range(self.list.count()))
+        self.resize(max(POPUP_WIDTH, anchor.width()), min(420, max(80, rows + 12)))
         self.move(anchor.mapToGlobal(QPoint(0, anchor.height())))
         self.show()
         self.list.setFocus()
