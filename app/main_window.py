@@ -11,13 +11,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QRect, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
     QDragEnterEvent,
     QDropEvent,
-    QGuiApplication,
     QKeySequence,
     QShowEvent,
 )
@@ -27,7 +26,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
-    QMessageBox,
     QStackedWidget,
     QToolBar,
     QToolButton,
@@ -52,6 +50,7 @@ from app.model_session import ModelSession, SessionState
 from app.models_page import ModelsPage
 from app.paths import AppPaths
 from app.presenters import BASE_MODEL_BADGE
+from app.quit_prompt import confirm_quit
 from app.recent_folder import RecentFolder
 from app.remote_servers import RemoteServers
 from app.store import ReplyModel, Store
@@ -64,7 +63,7 @@ from app.widgets.nav_rail import NavRail, Page
 from app.widgets.remote_panel import RemotePanel
 from app.widgets.server_panel import ServerPanel
 from app.widgets.settings_dialog import SettingsDialog
-from app.window_geometry import PREFERRED_SIZE, clamp_geometry, first_geometry
+from app.window_geometry import PREFERRED_SIZE, first_geometry, fit_to_screen, screen_room
 from app.workers import WorkerRegistry
 from engine import (
     EngineError,
@@ -77,7 +76,6 @@ from engine import (
     RemoteModel,
     RemoteModelInfo,
     SpeculationConfig,
-    plural,
     take_snapshot,
 )
 
@@ -201,7 +199,7 @@ class MainWindow(QMainWindow):
             self.use_remote,
             self,
         )
-        self.chat.load_for = self._load_for_conversation
+        self.chat.load_for = lambda chat: self.chooser.load_for_chat(self.chat.writer_of(chat))
         self.picker_popup = ModelPickerPopup(self)
         self.picker_popup.chosen.connect(self.choose_model)
         self.chats_page.header.model.clicked.connect(self.open_model_picker)
@@ -378,23 +376,7 @@ class MainWindow(QMainWindow):
     def may_close(self) -> bool:
         """Whether the user lets the window close: asked only while replies are generating
         (they are kept, as interrupted, and can be continued next time)."""
-        streaming = self.chat.streaming
-        if not streaming:
-            return True
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            "Quit Hearth?",
-            f"{plural(streaming, 'reply', 'replies')} {'is' if streaming == 1 else 'are'} still generating. "
-            "Quit anyway?",
-            parent=self,
-        )
-        box.setInformativeText("What they wrote so far is kept: Continue goes on from there next time.")
-        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(quit_button)
-        box.setObjectName("quitConfirmation")
-        box.exec()
-        return box.clickedButton() is quit_button
+        return not self.chat.streaming or confirm_quit(self, self.chat.streaming)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         # The window manager's close button asks as Ctrl+Q does; a close by the program
@@ -427,7 +409,7 @@ class MainWindow(QMainWindow):
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
         saved = settings.value("geometry")
         if not (isinstance(saved, QByteArray) and self.restoreGeometry(saved)):
-            self.setGeometry(first_geometry(PREFERRED_SIZE, self._screen_room()))
+            self.setGeometry(first_geometry(PREFERRED_SIZE, screen_room(self)))
         for key, restore in (
             ("state", self.restoreState),
             ("chats_page", self.chats_page.restoreState),
@@ -438,28 +420,10 @@ class MainWindow(QMainWindow):
                 restore(value)
         self.fit_screen()
 
-    def _screen_room(self) -> QRect:
-        """The room the window's client area has on its screen: the available geometry
-        (no panels, no docks of the desktop) less the frame the window manager adds."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        available = screen.availableGeometry()
-        frame, client = self.frameGeometry(), self.geometry()
-        return available.adjusted(
-            client.left() - frame.left(),
-            client.top() - frame.top(),
-            client.right() - frame.right(),
-            client.bottom() - frame.bottom(),
-        )
-
     def fit_screen(self) -> None:
-        """Within the screen the window is on: a geometry saved on a larger screen, or a
-        frame learned only once shown, is pulled back inside."""
-        if self.isMaximized() or self.isFullScreen():
-            return
-        room = self._screen_room()
-        fitted = clamp_geometry(self.geometry(), room)
-        if fitted != self.geometry():
-            self.setGeometry(fitted)
+        """Within the screen the window is on (a geometry saved on a larger screen, or a
+        frame learned only once shown, pulled back inside)."""
+        fit_to_screen(self)
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
@@ -743,18 +707,9 @@ class MainWindow(QMainWindow):
     def _notice_for_writer(self) -> None:
         """A conversation written by a model that is not the one answering: load it in one click."""
         writer = self.chat.writer_of(self.chat.current_id)
-        if (
-            writer is None
-            or self.session.state is SessionState.LOADING
-            or self.chooser.is_answering(writer)
-            or not self.chooser.loadable(writer)
-        ):
-            self.chats_page.set_notice("")
-            return
-        self._notice_writer = writer
-        answering = self.session.chat_model
-        now = f"; {answering.label.name} answers now" if answering is not None else ", which is not loaded"
-        self.chats_page.set_notice(f"This conversation is with {writer.name}{now}.", f"Load {writer.name}")
+        notice = self.chooser.writer_notice(writer)
+        self._notice_writer = writer if notice is not None else None
+        self.chats_page.set_notice(*(notice or ("",)))
 
     def _apply_notice_fix(self) -> None:
         """The notice's one-click fix: reload the model with the context the chat needs, or
@@ -798,19 +753,6 @@ class MainWindow(QMainWindow):
         if error is not None:
             self.chats_page.header.load_line.show_error(error)
             self.status_label.setText(error)
-
-    def _load_for_conversation(self, conversation_id: int | None) -> str | None:
-        """Send or Continue with no model: load the conversation's own model, else the last
-        one; the name of the model loading, or None when there is none."""
-        if self.chooser.load_writer(self.chat.writer_of(conversation_id)) is None:
-            last = self.chooser.preferences.last_model()
-            if last is None or self.chooser.load_path(Path(last)) is not None:
-                return None
-        plan = self.session.plan
-        if self.session.state is SessionState.LOADING and plan is not None:
-            return plan.model.display_name
-        remote = self.session.remote
-        return remote.label.name if remote is not None else None
 
     def _on_model_ready(self, model) -> None:  # model: engine.loaded_model.LoadedModel
         self.status_label.setText(f"{model.plan.model.display_name} is ready.")

@@ -182,6 +182,20 @@ class ModelChooser(QObject):
         path = Path(writer.file)
         return self.library.library.get(path) is not None and path.is_file()
 
+    def writer_notice(self, writer: ReplyModel | None) -> tuple[str, str] | None:
+        """The chat's line for a conversation whose model is not the one answering (text,
+        button), when that model can be had; None otherwise, and while a load goes on."""
+        if (
+            writer is None
+            or self.session.state is SessionState.LOADING
+            or self.is_answering(writer)
+            or not self.loadable(writer)
+        ):
+            return None
+        answering = self.session.chat_model
+        now = f"; {answering.label.name} answers now" if answering is not None else ", which is not loaded"
+        return f"This conversation is with {writer.name}{now}.", f"Load {writer.name}"
+
     def is_answering(self, writer: ReplyModel) -> bool:
         remote = self.session.remote
         if remote is not None:
@@ -198,6 +212,19 @@ class ModelChooser(QObject):
         if last is None or not Path(last).is_file():
             return None
         return last if self.load_path(Path(last)) is None else None
+
+    def load_for_chat(self, writer: ReplyModel | None) -> str | None:
+        """Send or Continue with no model: load the conversation's own model, else the last
+        one; the name of the model on its way, or None when there is none to load."""
+        if self.load_writer(writer) is None:
+            last = self.preferences.last_model()
+            if last is None or self.load_path(Path(last)) is not None:
+                return None
+        plan = self.session.plan
+        if self.session.state is SessionState.LOADING and plan is not None:
+            return plan.model.display_name
+        remote = self.session.remote
+        return remote.label.name if remote is not None else None
 
     def remember_loaded(self, plan: LoadPlan) -> None:
         """A local model finished loading: the one to load next start."""

@@ -4,6 +4,8 @@ centred there; a saved geometry from a larger screen (or a screen gone) pulled b
 from __future__ import annotations
 
 from PySide6.QtCore import QRect, QSize
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QWidget
 
 PREFERRED_SIZE = QSize(1320, 840)
 
@@ -25,6 +27,25 @@ def clamp_geometry(rect: QRect, available: QRect) -> QRect:
     return QRect(left, top, size.width(), size.height())
 
 
-def frame_margins(frame: QRect, client: QRect) -> QSize:
-    """What the window manager's frame adds around the client area (none before it shows)."""
-    return QSize(max(0, frame.width() - client.width()), max(0, frame.height() - client.height()))
+def screen_room(window: QWidget) -> QRect:
+    """The room a window's client area has on its screen: the available geometry (no
+    panels, no docks of the desktop) less the frame the window manager adds (none is
+    known before the window shows)."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    frame, client = window.frameGeometry(), window.geometry()
+    return screen.availableGeometry().adjusted(
+        client.left() - frame.left(),
+        client.top() - frame.top(),
+        client.right() - frame.right(),
+        client.bottom() - frame.bottom(),
+    )
+
+
+def fit_to_screen(window: QWidget) -> None:
+    """Pull ``window`` back inside its screen where it hangs out or is larger (a maximized
+    or full-screen window is the window manager's)."""
+    if window.isMaximized() or window.isFullScreen():
+        return
+    fitted = clamp_geometry(window.geometry(), screen_room(window))
+    if fitted != window.geometry():
+        window.setGeometry(fitted)

@@ -72,6 +72,7 @@ import json, sys
 from pathlib import Path
 from PySide6.QtWidgets import QToolBar
 from app.application import create_application
+from app.main_window import MainWindow
 from app.paths import resolve_paths
 from app.widgets.nav_rail import Page
 from engine.hardware import described_machine
