@@ -195,8 +195,8 @@ class MainWindow(QMainWindow):
             self.remote_servers,
             self.session,
             self.planning_hardware,
-            self.load_model,
-            self.use_remote,
+            lambda plan, speculation: self.load_model(plan, speculation),
+            lambda info: self.use_remote(info),
             self,
         )
         self.chat.load_for = lambda chat: self.chooser.load_for_chat(self.chat.writer_of(chat))
@@ -533,22 +533,7 @@ class MainWindow(QMainWindow):
     def load_downloaded(self, model_path: Path) -> None:
         """Discover's Load: the model with its remembered (or default) settings and, the
         first time, the vision projector the library pairs with it."""
-        from engine import LoadRequest, inspect_model, plan_load
-
-        entry = next((e for e in self.library.entries() if e.path == model_path), None)
-        projectors = self.library.projectors_for(entry) if entry is not None else ()
-        remembered = self.store.get_setting(settings_key(model_path))
-        if not projectors or remembered:
-            self.load_and_send(model_path)
-            return
-        try:
-            info = inspect_model(model_path)
-            request = LoadRequest(projector=projectors[0])
-            plan = plan_load(info, self._hardware or take_snapshot(), request)
-        except EngineError as exc:
-            self.status_label.setText(exc.message)
-            return
-        self.load_model(plan)
+        self.load_and_send(model_path)
 
     def unload_model(self) -> None:
         self.session.unload()

@@ -231,9 +231,15 @@ class ModelChooser(QObject):
         self.preferences.set_last_model(str(plan.model.path))
 
     def _remembered_request(self, path: Path) -> LoadRequest:
+        """The settings ``path`` was last loaded with; the first time, the defaults with the
+        vision projector the library pairs with it (as Discover's Load does)."""
         data = self.store.get_setting(settings_key(path))
         request = request_from_dict(data, self._find_info) if isinstance(data, dict) else None
-        return request or LoadRequest()
+        if request is not None:
+            return request
+        entry = self.library.library.get(path)
+        projectors = self.library.projectors_for(entry) if entry is not None else ()
+        return LoadRequest(projector=projectors[0]) if projectors else LoadRequest()
 
     def _find_info(self, path: Path) -> ModelInfo | None:
         entry = self.library.library.get(path)
