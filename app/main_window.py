@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self._shown_once = False
         self._close_confirmed = False
+        self._bring_chat_when_ready = False
         self._hardware = hardware
         self._telemetry = telemetry
 
@@ -235,7 +236,7 @@ class MainWindow(QMainWindow):
         self.session.remote_ready.connect(self._on_remote_ready)
         self.library.scan_finished.connect(self._on_scan_finished)
         self.library.busy_changed.connect(self._on_busy)
-        self.model_panel.load_requested.connect(self.load_model)
+        self.model_panel.load_requested.connect(self._load_from_page)
         self.model_panel.cancel_requested.connect(self.session.cancel_load)
         self.badge.unload_requested.connect(self.unload_model)
         self.badge.show_model_requested.connect(self.show_loaded_model)
@@ -257,7 +258,7 @@ class MainWindow(QMainWindow):
         # A finished download joins the library (paired with its projector there); Load loads it.
         self.discover.download_finished.connect(lambda path: self.library.add_paths([path], select=path))
         self.discover.download_failed.connect(self.status_label.setText)
-        self.discover_page.load_requested.connect(self.load_downloaded)
+        self.discover_page.load_requested.connect(self._load_downloaded_from_page)
         self._restore_geometry()
 
     def _build_actions(self) -> None:
@@ -721,6 +722,7 @@ class MainWindow(QMainWindow):
             self.chats_page.header.load_line.show_phase(plan.model.display_name, label, fraction)
 
     def _on_load_failed(self, error: EngineError) -> None:
+        self._bring_chat_when_ready = False
         self.model_panel.show_load_error(error.message)
         self.chats_page.header.load_line.show_error(error.message)
         self.status_label.setText(error.message)
@@ -746,8 +748,20 @@ class MainWindow(QMainWindow):
         if self.dashboard is not None:
             self.dashboard.set_model(model)
             self.dashboard.set_load_report(model.plan, model.reported_memory)
-        self.show_page(Page.CHATS)
-        self.composer.focus_input()
+        # Loaded from the Models or Discover page: the chat comes forward. A load from the
+        # chat, or the last model's at start, leaves the user where they are.
+        if self._bring_chat_when_ready:
+            self._bring_chat_when_ready = False
+            self.show_page(Page.CHATS)
+            self.composer.focus_input()
+
+    def _load_from_page(self, plan: LoadPlan, speculation: SpeculationConfig | None = None) -> None:
+        self._bring_chat_when_ready = True
+        self.load_model(plan, speculation)
+
+    def _load_downloaded_from_page(self, model_path: Path) -> None:
+        self._bring_chat_when_ready = True
+        self.load_downloaded(model_path)
 
     # -- local server ------------------------------------------------------------------
 

@@ -253,6 +253,7 @@ def test_the_last_model_loads_at_start_when_the_preference_is_on(
     first = open_window(qtbot, app_paths, hardware)
     load(qtbot, first, scripted_model, parallel=2, ctx=512)
     Preferences(first.store).set_load_last_model(load_last)
+    first.show_page(Page.MODELS)  # where the next start opens
     first.close()
     second = open_window(qtbot, app_paths, hardware)
     try:
@@ -261,6 +262,7 @@ def test_the_last_model_loads_at_start_when_the_preference_is_on(
             plan = second.session.plan
             assert plan.model.path == scripted_model
             assert (plan.request.context_per_conversation, plan.request.parallel) == (512, 2)
+            assert second.current_page() is Page.MODELS  # the load at start pulls no one away
         else:
             qtbot.wait(300)
             assert second.session.state is SessionState.EMPTY
