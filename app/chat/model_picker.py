@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QProgressBar,
@@ -82,7 +83,8 @@ class PickerButton(QToolButton):
 
 
 class ModelPickerPopup(QFrame):
-    """The list the picker opens: choose with a click, or the arrows and Enter; Esc closes."""
+    """The list the picker opens: type to filter, choose with a click or the arrows and
+    Enter; Esc closes."""
 
     chosen = Signal(object)  # ModelChoice
 
@@ -90,6 +92,11 @@ class ModelPickerPopup(QFrame):
         super().__init__(parent, Qt.WindowType.Popup)
         self.setObjectName("modelPickerPopup")
         self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.filter = QLineEdit()
+        self.filter.setObjectName("modelPickerFilter")
+        self.filter.setPlaceholderText("Filter models…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self._apply_filter)
         self.list = QListWidget()
         self.list.setObjectName("modelPickerList")
         self.list.setWordWrap(True)
@@ -105,10 +112,14 @@ class ModelPickerPopup(QFrame):
         self.empty.setContentsMargins(10, 10, 10, 10)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.filter)
         layout.addWidget(self.list)
         layout.addWidget(self.empty)
 
     def set_choices(self, choices: Iterable[ModelChoice]) -> None:
+        self.filter.blockSignals(True)
+        self.filter.clear()
+        self.filter.blockSignals(False)
         self.list.clear()
         current_row = -1
         sections = (("On this computer", False), ("Remote servers", True))
@@ -137,6 +148,41 @@ class ModelPickerPopup(QFrame):
         if current_row >= 0:
             self.list.setCurrentRow(current_row)
 
+    def _apply_filter(self, text: str) -> None:
+        """Rows whose name holds ``text`` (any case); a section without one is hidden too."""
+        needle = text.strip().casefold()
+        header: QListWidgetItem | None = None
+        header_used = False
+        first: QListWidgetItem | None = None
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            choice = item.data(CHOICE_ROLE)
+            if choice is None:
+                if header is not None:
+                    header.setHidden(not header_used)
+                header, header_used = item, False
+                continue
+            shown = needle in choice.name.casefold()
+            item.setHidden(not shown)
+            header_used = header_used or shown
+            if shown and first is None:
+                first = item
+        if header is not None:
+            header.setHidden(not header_used)
+        current = self.list.currentItem()
+        if first is not None and (current is None or current.isHidden()):
+            self.list.setCurrentItem(first)
+
+    def _step(self, offset: int) -> None:
+        """The arrows, from the filter: the next shown choice up or down."""
+        row = self.list.currentRow()
+        while 0 <= row + offset < self.list.count():
+            row += offset
+            item = self.list.item(row)
+            if not item.isHidden() and item.data(CHOICE_ROLE) is not None:
+                self.list.setCurrentItem(item)
+                return
+
     def choices(self) -> list[ModelChoice]:
         items = (self.list.item(row) for row in range(self.list.count()))
         return [item.data(CHOICE_ROLE) for item in items if item.data(CHOICE_ROLE) is not None]
@@ -154,11 +200,15 @@ class ModelPickerPopup(QFrame):
         self.resize(max(POPUP_WIDTH, anchor.width()), min(420, max(80, rows + 12)))
         self.move(anchor.mapToGlobal(QPoint(0, anchor.height())))
         self.show()
-        self.list.setFocus()
+        self.filter.setFocus()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and self.list.currentItem():
-            self._activated(self.list.currentItem())
+        current = self.list.currentItem()
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and current and not current.isHidden():
+            self._activated(current)
+            return
+        if event.key() in (Qt.Key.Key_Up, Qt.Key.Key_Down) and self.filter.hasFocus():
+            self._step(-1 if event.key() == Qt.Key.Key_Up else 1)
             return
         super().keyPressEvent(event)
 
@@ -172,7 +222,7 @@ class ModelPickerPopup(QFrame):
 
     def _activated(self, item: QListWidgetItem) -> None:
         choice = item.data(CHOICE_ROLE)
-        if choice is None:
+        if choice is None or not self.isVisible():  # a header; or Enter seen twice
             return
         self.hide()
         self.chosen.emit(choice)

@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.chat import MessageAction, MessageState
-from app.chat.model_picker import PICKER_SHORTCUT
+from app.chat.model_picker import CHOICE_ROLE, PICKER_SHORTCUT
 from app.chat_controller import NO_MODEL
 from app.key_vault import KeyVault
 from app.load_settings import request_from_dict, settings_key
@@ -27,6 +27,7 @@ from app.widgets.nav_rail import Page
 from engine import LoadRequest, format_bytes, inspect_model, plan_load
 from engine.chat import Role
 from engine.hardware import HardwareSnapshot
+from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.conftest import SCRIPT_TEXT
 from tests.helpers import WAIT, MemoryKeyring, add_and_select, last, load, open_window, send
 
@@ -104,6 +105,42 @@ def test_choosing_loads_with_the_remembered_settings_and_shows_the_phases_inline
     current = [c for c in window.picker_popup.choices() if c.current]
     assert [c.path for c in current] == [tiny_model]
     assert "answering" in window.picker_popup.list.currentItem().text()
+
+
+def test_typing_filters_the_picker_and_enter_loads_the_one_left(
+    qtbot, window: MainWindow, tmp_path: Path, tiny_model: Path
+) -> None:
+    other = write_tiny_text_model(tmp_path / "other.gguf", TinyTextSpec(name="Other Llama", seed=3))
+    add_and_select(qtbot, window, tiny_model, other)
+    qtbot.waitUntil(lambda: window.library.counts().models == 2, timeout=WAIT)
+    open_picker(qtbot, window)
+    popup = window.picker_popup
+    assert popup.filter.hasFocus()
+    qtbot.keyClicks(popup.filter, "OTHER")
+    shown = [popup.list.item(r) for r in range(popup.list.count()) if not popup.list.item(r).isHidden()]
+    assert [i.text().split("\n")[0] for i in shown] == ["On this computer", "Other Llama"]
+    assert popup.list.currentItem() is shown[1]
+    qtbot.keyClick(popup.filter, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.session.state is SessionState.READY, timeout=WAIT)
+    assert window.session.plan.model.path == other
+
+
+def test_the_arrows_walk_the_picker_from_the_filter(
+    qtbot, window: MainWindow, tmp_path: Path, tiny_model: Path
+) -> None:
+    other = write_tiny_text_model(tmp_path / "other.gguf", TinyTextSpec(name="Other Llama", seed=3))
+    add_and_select(qtbot, window, tiny_model, other)
+    qtbot.waitUntil(lambda: window.library.counts().models == 2, timeout=WAIT)
+    open_picker(qtbot, window)
+    popup = window.picker_popup
+    first = popup.list.currentItem().data(CHOICE_ROLE)
+    qtbot.keyClick(popup.filter, Qt.Key.Key_Down)
+    second = popup.list.currentItem().data(CHOICE_ROLE)
+    assert {first.name, second.name} == {"Tiny Llama", "Other Llama"}
+    qtbot.keyClick(popup.filter, Qt.Key.Key_Up)
+    assert popup.list.currentItem().data(CHOICE_ROLE) == first
+    qtbot.keyClick(popup.filter, Qt.Key.Key_Up)  # the section's title is not a choice
+    assert popup.list.currentItem().data(CHOICE_ROLE) == first
 
 
 def test_a_failed_load_is_said_under_the_picker(
