@@ -48,6 +48,7 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
     from PySide6.QtWidgets import QMessageBox
 
     from app.main_window import MainWindow
+    from app.single_instance import InstanceServer, ask_running_to_raise
 
     app = create_application()
     paths.ensure()
@@ -56,6 +57,9 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
     lock = QLockFile(str(paths.data_dir / "hearth.lock"))
     lock.setStaleLockTime(0)
     if not lock.tryLock(100):
+        if ask_running_to_raise(paths.data_dir):
+            print("hearth: Hearth is already running with this data folder: its window is brought forward.")
+            return 0
         QMessageBox.information(
             None, "Hearth", f"Hearth is already running with this data folder:\n{paths.data_dir}"
         )
@@ -63,8 +67,11 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     window = MainWindow(paths)
+    instance = InstanceServer(paths.data_dir)
+    instance.raise_requested.connect(window.bring_forward)
+    instance.listen()
     window.show()
-    window.start()
+    window.start(load_last=load is None)  # a model asked for replaces the last one
     freeze_startup_heap()
     if load is not None:
         window.load_and_send(load, send)
@@ -73,6 +80,7 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
         app.aboutToQuit.connect(closed.set)
         loop.run_until_complete(closed.wait())
         loop.run_until_complete(window.local_server.stopped())  # its socket, closed on this loop
+    instance.close()
     lock.unlock()
     # Delete the application while Python is alive: Qt's exit handlers would otherwise
     # destroy objects whose Python wrappers are already gone (a crash on quit).

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,7 +40,7 @@ from app.chat.composer import IMAGES_NOT_SENT, NO_MODEL_FOR_PICTURES, TEXT_ONLY_
 from app.chat.lru import LruCache
 from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.message_presentation import view_message
-from app.model_session import ModelSession
+from app.model_session import ModelSession, SessionState
 from app.preferences import Preferences
 from app.reply_in_flight import ReplyInFlight, ReplyStage, why_waiting
 from app.store import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
@@ -72,11 +72,26 @@ PROMPT_TOO_LONG = "prompt_too_long"  # a failed reply's stop reason: the chat ou
 MEASURE_DEBOUNCE_MS = 300  # the context count follows typing this long after it pauses
 DELETED_KEPT_S = 7 * 24 * 3600  # deleted conversations and messages, until the next start purges them
 
-NO_MODEL = "Load a model first: choose one under Models and press Load."
+NO_MODEL = "Load a model first: choose one at the top of the chat (Ctrl+M) or under Models."
 WAIT_FOR_REPLY = "Wait for the reply, or stop it (Esc), before sending again."
 WAIT_TO_SWITCH = "Wait for the reply, or stop it (Esc), before switching versions."
 WAIT_TO_DELETE = "Wait for the reply, or stop it (Esc), before deleting messages."
 WAIT_TO_REGENERATE = "Wait for the reply, or stop it (Esc), before regenerating."
+
+WAITING_FOR_LOAD = "Your message is sent when {name} is loaded."
+
+
+@dataclass(frozen=True)
+class AfterLoad:
+    """What a conversation does once the model it waits for is ready: send the message it
+    stored (given back to the composer if the load fails), or continue a reply."""
+
+    run: Callable[[], None]
+    message_id: int | None = None
+    text: str = ""
+    attachments: tuple[Attachment, ...] = ()
+    stage: str = "waiting for the model…"  # what the conversation list says meanwhile
+
 
 # Makes the reply row: begin_reply, regenerate_reply or resume_reply, given who writes it.
 StartReply = Callable[[ReplyModel, dict[str, Any]], Message]
@@ -140,6 +155,10 @@ class ChatController(QObject):
         self._measured.connect(self._on_measured)
         self._closing = False
         self._too_long_at: dict[int, int] = {}  # reply id -> the context it did not fit in
+        # Set by the window: start loading the model a conversation needs (the one that
+        # wrote it, else the last one) and say its name; None when there is none to load.
+        self.load_for: Callable[[int | None], str | None] | None = None
+        self._after_load: dict[int, AfterLoad] = {}  # by conversation id
 
         composer.submitted.connect(self.submit)
         composer.stop_requested.connect(self.stop)
@@ -162,6 +181,8 @@ class ChatController(QObject):
         session.model_ready.connect(self._model_changed)
         session.model_unloaded.connect(self._model_changed)
         session.remote_ready.connect(self._model_changed)
+        session.state_changed.connect(self._show_placeholder)
+        session.load_failed.connect(self._load_failed)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -177,7 +198,7 @@ class ChatController(QObject):
             self.select(existing[0].id)
         else:
             self.sampling.set_settings(Preferences(self.store).new_conversation_settings())
-            self.view.set_placeholder("Start a conversation: load a model, then type below.")
+        self._show_placeholder()
         if interrupted:
             self.status.emit(
                 f"{interrupted} reply(s) were interrupted last time: continue or regenerate them."
@@ -210,6 +231,8 @@ class ChatController(QObject):
         self.conversations.set_conversations([self._summary(c) for c in listed])
         for conversation_id, stream in self._streams.items():
             self.conversations.set_busy(conversation_id, True, stream.stage_text)
+        for conversation_id, after in self._after_load.items():
+            self.conversations.set_busy(conversation_id, True, after.stage)
         self.title_changed.emit(next((c.title for c in listed if c.id == self.current_id), ""))
 
     def new_conversation(self) -> int:
@@ -279,7 +302,7 @@ class ChatController(QObject):
     def submit(self, text: str, attachments: list[Attachment]) -> None:
         model = self.session.chat_model
         if model is None:
-            self._refuse(text, attachments, NO_MODEL)
+            self._submit_after_load(text, attachments)
             return
         if attachments and not model.has_vision:
             self._refuse(text, attachments, IMAGES_NOT_SENT)
@@ -304,6 +327,15 @@ class ChatController(QObject):
             self._refuse(text, attachments, too_long_message(size))
             return
         conversation_id = self.current_id
+        self._add_user_message(conversation_id, text, attachments, images)
+        self._generate(
+            conversation_id,
+            lambda writer, sampling: self.store.begin_reply(conversation_id, writer, sampling),
+        )
+
+    def _add_user_message(
+        self, conversation_id: int, text: str, attachments: list[Attachment], images: list[DecodedImage]
+    ) -> Message:
         for attachment, image in zip(attachments, images, strict=True):
             self._remember(hashlib.sha256(attachment.data).hexdigest(), image)
         message = self.store.add_message(
@@ -319,10 +351,115 @@ class ChatController(QObject):
             self.store.rename(conversation_id, _title_from(text))
         self.view.append_message(self._view_message(message))
         self.refresh_list()
-        self._generate(
-            conversation_id,
-            lambda writer, sampling: self.store.begin_reply(conversation_id, writer, sampling),
+        return message
+
+    # -- sending before a model is ready ---------------------------------------------------
+
+    def writer_of(self, conversation_id: int | None) -> ReplyModel | None:
+        """The model that wrote the conversation's latest reply (None: no reply recorded one)."""
+        if conversation_id is None:
+            return None
+        replies = (m for m in reversed(self.store.messages(conversation_id)) if m.role is Role.ASSISTANT)
+        return next((m.model for m in replies if m.model is not None), None)
+
+    def _loading_for(self, conversation_id: int | None) -> str | None:
+        """The name of the model being loaded, starting a load (the conversation's own
+        model, else the last one) when none is; None when there is nothing to load."""
+        plan = self.session.plan
+        if self.session.state is SessionState.LOADING and plan is not None:
+            return plan.model.display_name
+        return self.load_for(conversation_id) if self.load_for is not None else None
+
+    def waiting_for_load(self, conversation_id: int | None) -> bool:
+        return conversation_id in self._after_load
+
+    def _submit_after_load(self, text: str, attachments: list[Attachment]) -> None:
+        """Send with no model ready: the message is stored and shown now, and answered as
+        soon as the model it needs (loading, or loaded for it now) is ready."""
+        if self._editing is not None:
+            self._refuse(text, attachments, NO_MODEL)
+            return
+        if self.current_id in self._after_load:
+            self._refuse(text, attachments, WAIT_FOR_REPLY)
+            return
+        name = self._loading_for(self.current_id)
+        if name is None:
+            self._refuse(text, attachments, NO_MODEL)
+            return
+        if self.session.chat_model is not None:  # ready at once: a remote model
+            self.submit(text, attachments)
+            return
+        try:
+            images = [load_image(a.data, name=a.name) for a in attachments]
+            check_message_images(images)
+        except ImageRejected as exc:
+            self._refuse(text, attachments, exc.message)
+            return
+        if self.current_id is None:
+            self.new_conversation()
+        conversation_id = self.current_id
+        assert conversation_id is not None
+        message = self._add_user_message(conversation_id, text, attachments, images)
+        self._after_load[conversation_id] = AfterLoad(
+            lambda: self._generate(
+                conversation_id,
+                lambda writer, sampling: self.store.begin_reply(conversation_id, writer, sampling),
+            ),
+            message.id,
+            text,
+            tuple(attachments),
+            f"waiting for {name}…",
         )
+        self.conversations.set_busy(conversation_id, True, f"waiting for {name}…")
+        self.status.emit(WAITING_FOR_LOAD.format(name=name))
+
+    def _write_after_load(self, conversation_id: int, write: Callable[[], None]) -> bool:
+        """Continue or Regenerate with no model ready: load the one the conversation needs
+        and ``write`` when it is ready; False when there is none to load."""
+        name = self._loading_for(conversation_id)
+        if name is None:
+            return False
+        if self.session.chat_model is not None:
+            write()
+            return True
+        self._after_load[conversation_id] = AfterLoad(write, stage=f"waiting for {name}…")
+        self.conversations.set_busy(conversation_id, True, f"waiting for {name}…")
+        self.status.emit(f"The reply is written when {name} is loaded.")
+        return True
+
+    def _run_after_load(self) -> None:
+        waiting, self._after_load = self._after_load, {}
+        for conversation_id, after in waiting.items():
+            self.conversations.set_busy(conversation_id, False)
+            after.run()
+
+    def _load_failed(self, error: EngineError) -> None:
+        """The model a message waited for did not load: the message goes back to the
+        composer (its conversation shown), with the reason."""
+        waiting, self._after_load = self._after_load, {}
+        for conversation_id, after in waiting.items():
+            self.conversations.set_busy(conversation_id, False)
+            if after.message_id is None:
+                continue
+            self.store.delete_message(after.message_id)
+            self._show_path(conversation_id)
+            if conversation_id == self.current_id:
+                self.composer.set_text(after.text)
+                if after.attachments:
+                    self.composer.attach_images([(a.name, a.data) for a in after.attachments])
+                self.composer.show_image_error(error.message)
+
+    def _show_placeholder(self, *_: object) -> None:
+        """What an empty conversation says: who answers, what is loading, or how to choose."""
+        model = self.session.chat_model
+        plan = self.session.plan
+        if model is not None:
+            text = f"Start a conversation with {model.label.name}: type below."
+        elif self.session.state is SessionState.LOADING and plan is not None:
+            text = f"Loading {plan.model.display_name}… Type below: it answers once loaded."
+        else:
+            text = "Start a conversation: choose a model at the top (Ctrl+M), then type below."
+        self.view.set_placeholder(text)
 
     def _refuse(self, text: str, attachments: list[Attachment], reason: str) -> None:
         """Give the user their message back, with the reason."""
@@ -344,8 +481,12 @@ class ChatController(QObject):
     def regenerate(self, message_id: int) -> None:
         """Write the reply again, as a new version of it: the earlier one stays a ‹ away."""
         conversation_id = self.store.get_message(message_id).conversation_id
-        if conversation_id in self._streams:
+        if conversation_id in self._streams or conversation_id in self._after_load:
             self.status.emit(WAIT_TO_REGENERATE)
+            return
+        if self.session.chat_model is None and self._write_after_load(
+            conversation_id, lambda: self.regenerate(message_id)
+        ):
             return
         self._generate(
             conversation_id,
@@ -382,9 +523,14 @@ class ChatController(QObject):
                 self.composer.cancel_edit()
 
     def continue_reply(self, message_id: int) -> None:
-        """Go on writing a reply that was cut off; it keeps the model that began it."""
+        """Go on writing a reply that was cut off; it keeps the model that began it (loaded
+        for it first, when no model is)."""
         conversation_id = self.store.get_message(message_id).conversation_id
-        if conversation_id in self._streams:
+        if conversation_id in self._streams or conversation_id in self._after_load:
+            return
+        if self.session.chat_model is None and self._write_after_load(
+            conversation_id, lambda: self.continue_reply(message_id)
+        ):
             return
         self._generate(conversation_id, lambda *_: self.store.resume_reply(message_id), resume=True)
 
@@ -747,6 +893,8 @@ class ChatController(QObject):
         if self._closing:
             return
         self.composer.clear_error()
+        if self.session.chat_model is not None:
+            self._run_after_load()
         if self.current_id is not None:
             self.images_left_out.emit(self._images_unseen(self.current_id))
             shown = self.store.messages(self.current_id)

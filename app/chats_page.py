@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat import Composer, ConversationList, MessageView, SamplingPanel
+from app.chat.model_picker import LoadLine, PickerButton
 
 LIST_MIN_WIDTH = 210
 LIST_WIDTH = 260
@@ -45,11 +46,9 @@ class ChatHeader(QFrame):
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() * 1.1)
         self.title.setFont(font)
-        self.model = QLabel()
-        self.model.setObjectName("chatModel")
-        self.model.setTextFormat(Qt.TextFormat.PlainText)
-        self.model.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.model.setEnabled(False)  # the quiet, secondary colour
+        # The model that answers, as the picker's button: a click (Ctrl+M) chooses another.
+        self.model = PickerButton()
+        self.load_line = LoadLine()
         self.settings_button = QToolButton()
         self.settings_button.setObjectName("settingsToggle")
         self.settings_button.setText("Settings")
@@ -58,32 +57,31 @@ class ChatHeader(QFrame):
         text = QVBoxLayout()
         text.setSpacing(0)
         text.addWidget(self.title)
-        text.addWidget(self.model)
+        text.addWidget(self.model, 0, Qt.AlignmentFlag.AlignLeft)
+        text.addWidget(self.load_line)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(16, 6, 10, 6)
         layout.addLayout(text, 1)
         layout.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignVCenter)
         self.setStyleSheet("QFrame#chatHeader { border-bottom: 1px solid palette(mid); }")
         self._title_text = ""
-        self._model_text = ""
 
     def set_title(self, title: str) -> None:
         self._title_text = title
         self._elide()
 
     def set_model(self, text: str) -> None:
-        self._model_text = text
-        self._elide()
+        self.model.set_full_text(text)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._elide()
 
     def _elide(self) -> None:
-        for label, text in ((self.title, self._title_text), (self.model, self._model_text)):
-            width = max(40, label.width())
-            label.setText(label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, width))
-            label.setToolTip(text if label.text() != text else "")
+        label, text = self.title, self._title_text
+        width = max(40, label.width())
+        label.setText(label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, width))
+        label.setToolTip(text if label.text() != text else "")
 
 
 class ChatNotice(QFrame):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import (
+    DEFAULT_CONTEXT_PER_CONVERSATION,
     DEFAULT_MAX_DRAFT,
     MAX_THREADS,
     KvCacheType,
@@ -15,6 +16,22 @@ from engine import (
     SpeculationConfig,
     SpeculationMode,
 )
+
+# For a model whose header does not say its training context.
+MAX_CONTEXT = 262144
+
+
+def first_request(
+    info: ModelInfo, projectors: tuple[ModelInfo, ...], default_gpu_layers: int | None, offload: bool
+) -> LoadRequest:
+    """What a model never loaded before starts with, wherever it is loaded from (the load
+    panel, the chat's picker, Discover's Load): the library's best projector, if any, and
+    Settings' default GPU layers where layers can go to a GPU."""
+    return LoadRequest(
+        context_per_conversation=min(DEFAULT_CONTEXT_PER_CONVERSATION, info.context_length or MAX_CONTEXT),
+        gpu_layers=default_gpu_layers if offload else None,
+        projector=projectors[0] if projectors else None,
+    )
 
 
 def settings_key(model_path: Path) -> str:

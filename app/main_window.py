@@ -12,8 +12,15 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -28,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.chat import Composer, ConversationList, MessageView, SamplingPanel
 from app.chat.lexer_warmup import warm_lexers_when_idle
+from app.chat.model_picker import PICKER_SHORTCUT, ModelPickerPopup
 from app.chat_controller import ChatController
 from app.chats_page import ChatsPage
 from app.context_fix import context_fix
@@ -38,14 +46,16 @@ from app.key_vault import KeyVault
 from app.library_controller import LibraryController
 from app.load_settings import request_from_dict, request_to_dict, settings_key
 from app.local_server import LocalServer, ServerStatus
+from app.model_chooser import ModelChoice, ModelChooser
 from app.model_session import ModelSession, SessionState
 from app.models_page import ModelsPage
 from app.paths import AppPaths
 from app.preferences import Preferences
 from app.presenters import BASE_MODEL_BADGE
+from app.quit_prompt import confirm_quit
 from app.recent_folder import RecentFolder
 from app.remote_servers import RemoteServers
-from app.store import Store
+from app.store import ReplyModel, Store
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
 from app.widgets.load_progress import PHASE_LABELS
@@ -56,6 +66,7 @@ from app.widgets.remote_panel import RemotePanel
 from app.widgets.server_panel import ServerPanel
 from app.widgets.settings_apply import install_preferences, open_settings_dialog
 from app.widgets.settings_dialog import SettingsDialog, SettingsPage
+from app.window_geometry import PREFERRED_SIZE, first_geometry, fit_to_screen, screen_room
 from app.workers import WorkerRegistry
 from engine import (
     EngineError,
@@ -101,7 +112,9 @@ class MainWindow(QMainWindow):
         self.paths = paths
         self.setWindowTitle("Hearth")
         self.setAcceptDrops(True)
-        self.resize(1320, 840)
+        self._shown_once = False
+        self._close_confirmed = False
+        self._bring_chat_when_ready = False
         self._hardware = hardware
         self._telemetry = telemetry
 
@@ -180,6 +193,22 @@ class MainWindow(QMainWindow):
             self.sampling_panel,
             parent=self,
         )
+        # The picker atop the chat; a chat's own model loaded for it; the last model at start.
+        self.chooser = ModelChooser(
+            self.store,
+            self.library,
+            self.remote_servers,
+            self.session,
+            self.planning_hardware,
+            lambda plan, speculation: self.load_model(plan, speculation),
+            lambda info: self.use_remote(info),
+            self,
+        )
+        self.chat.load_for = lambda chat: self.chooser.load_for_chat(self.chat.writer_of(chat))
+        self.picker_popup = ModelPickerPopup(self)
+        self.picker_popup.chosen.connect(self.choose_model)
+        self.chats_page.header.model.clicked.connect(self.open_model_picker)
+        self._notice_writer: ReplyModel | None = None
         self.badge = ModelBadge()
         self._build_actions()
         self.status_label = QLabel()
@@ -211,7 +240,7 @@ class MainWindow(QMainWindow):
         self.session.remote_ready.connect(self._on_remote_ready)
         self.library.scan_finished.connect(self._on_scan_finished)
         self.library.busy_changed.connect(self._on_busy)
-        self.model_panel.load_requested.connect(self.load_model)
+        self.model_panel.load_requested.connect(self._load_from_page)
         self.model_panel.cancel_requested.connect(self.session.cancel_load)
         self.badge.unload_requested.connect(self.unload_model)
         self.badge.show_model_requested.connect(self.show_loaded_model)
@@ -234,7 +263,7 @@ class MainWindow(QMainWindow):
         # A finished download joins the library (paired with its projector there); Load loads it.
         self.discover.download_finished.connect(lambda path: self.library.add_paths([path], select=path))
         self.discover.download_failed.connect(self.status_label.setText)
-        self.discover_page.load_requested.connect(self.load_downloaded)
+        self.discover_page.load_requested.connect(self._load_downloaded_from_page)
         # Finding models (issue 26): empty states and Discover point to Add models and the
         # library; the picture button offers the models that can see; the loaded one is marked.
         self.library_panel.add_requested.connect(self.choose_files)
@@ -276,9 +305,17 @@ class MainWindow(QMainWindow):
         self.rescan_action = action("Rescan", QKeySequence.StandardKey.Refresh, self.library.rescan)
         self.focus_composer_action = action("Focus composer", "Ctrl+L", self.focus_composer)
         self.search_action = action("Search chats", "Ctrl+K", self.focus_search)
+        self.picker_action = action(
+            "Choose model",
+            PICKER_SHORTCUT,
+            self.open_model_picker,
+            f"Choose the model that answers ({PICKER_SHORTCUT})",
+        )
         self.chats_page_action = action("Chats", "Ctrl+1", lambda: self.show_page(Page.CHATS))
         self.models_page_action = action("Models", "Ctrl+2", lambda: self.show_page(Page.MODELS))
         self.discover_page_action = action("Discover", "Ctrl+3", lambda: self.show_page(Page.DISCOVER))
+        self.quit_action = action("Quit", "Ctrl+Q", self.request_quit, "Quit Hearth (Ctrl+Q)")
+        self.quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
         # Esc stops the reply wherever the focus is; enabled only while one streams, so
         # Esc keeps its other meanings (cancel an edit, clear the search) the rest of the time.
         self.stop_action = action("Stop", "Esc", self.stop_generating, "Stop the reply (Esc)")
@@ -296,12 +333,13 @@ class MainWindow(QMainWindow):
         toolbar.addSeparator()
         toolbar.addWidget(self.badge)
         toolbar.addAction(self.dashboard_action)
-        self.server_action = QAction("Local server", self)
-        self.server_action.setCheckable(True)
+        # Opens the panel (its switch serves): looking at the server does not start it.
+        self.server_action = self.server_dock.toggleViewAction()
+        self.server_action.setText("Local server")
         self.server_action.setToolTip(
-            "Serve the loaded model to other programs over an OpenAI-compatible API (this machine only)"
+            "The OpenAI-compatible API for other programs on this machine: its switch, address "
+            "and recent requests"
         )
-        self.server_action.toggled.connect(self.set_serving)
         toolbar.addAction(self.server_action)
         self.settings_action = action(
             "Settings…", "Ctrl+,", self.open_settings, "Defaults, theme, remote servers, Hub (Ctrl+,)"
@@ -311,8 +349,9 @@ class MainWindow(QMainWindow):
 
     # -- lifecycle ----------------------------------------------------------------
 
-    def start(self) -> None:
-        """Take the hardware snapshot, scan the library, open the conversations."""
+    def start(self, load_last: bool = True) -> None:
+        """Take the hardware snapshot, scan the library, open the conversations; with
+        ``load_last`` (and the preference on), load the model loaded last."""
         if self._hardware is None:
             self._hardware = take_snapshot()
         self.hardware_panel.set_snapshot(self._hardware)
@@ -336,9 +375,36 @@ class MainWindow(QMainWindow):
         self.show_page(Page(page) if page in {p.value for p in Page} else Page.CHATS)
         self.server_panel.set_port(self.local_server.port)
         self.local_server.restore()
+        if load_last and self._hardware.native_error is None:
+            self.chooser.load_last()
         warm_lexers_when_idle(self)  # the first reply with code does not pay for them
 
+    def bring_forward(self) -> None:
+        """A second launch on this data folder asked: show this window, in front."""
+        if self.isMinimized():
+            self.showNormal()
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
+    def request_quit(self) -> None:
+        """Ctrl+Q: close the window (and so quit), asking first while a reply is generating."""
+        if self.may_close():
+            self._close_confirmed = True
+            self.close()
+
+    def may_close(self) -> bool:
+        """Whether the user lets the window close: asked only while replies are generating
+        (they are kept, as interrupted, and can be continued next time)."""
+        return not self.chat.streaming or confirm_quit(self, self.chat.streaming)
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        # The window manager's close button asks as Ctrl+Q does; a close by the program
+        # itself (the session ending, a test) does not.
+        if event.spontaneous() and not self._close_confirmed and not self.may_close():
+            event.ignore()
+            return
+        self.picker_popup.hide()
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
         settings.setValue("geometry", self.saveGeometry())
         settings.setValue("state", self.saveState())
@@ -361,8 +427,10 @@ class MainWindow(QMainWindow):
 
     def _restore_geometry(self) -> None:
         settings = QSettings(str(self.paths.data_dir / "window.ini"), QSettings.Format.IniFormat)
+        saved = settings.value("geometry")
+        if not (isinstance(saved, QByteArray) and self.restoreGeometry(saved)):
+            self.setGeometry(first_geometry(PREFERRED_SIZE, screen_room(self)))
         for key, restore in (
-            ("geometry", self.restoreGeometry),
             ("state", self.restoreState),
             ("chats_page", self.chats_page.restoreState),
             ("models_page", self.models_page.restoreState),
@@ -370,6 +438,19 @@ class MainWindow(QMainWindow):
             value = settings.value(key)
             if isinstance(value, QByteArray):
                 restore(value)
+        self.fit_screen()
+
+    def fit_screen(self) -> None:
+        """Within the screen the window is on (a geometry saved on a larger screen, or a
+        frame learned only once shown, pulled back inside)."""
+        fit_to_screen(self)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._shown_once:
+            self._shown_once = True
+            # The window manager's frame is known now: the whole window must fit.
+            QTimer.singleShot(0, self, self.fit_screen)
 
     # -- chats -------------------------------------------------------------------------
 
@@ -468,15 +549,9 @@ class MainWindow(QMainWindow):
     def load_and_send(self, model_path: Path, message: str | None = None) -> None:
         """Load ``model_path`` with its remembered (or default) settings; then, if given,
         send ``message`` in a new chat. For `hearth --load MODEL --send TEXT`."""
-        from engine import LoadRequest, inspect_model, plan_load
-
-        try:
-            info = inspect_model(model_path)
-            remembered = self.store.get_setting(settings_key(info.path))
-            request = request_from_dict(remembered, self._find_info) if remembered else None
-            plan = plan_load(info, self.planning_hardware(), request or LoadRequest())
-        except EngineError as exc:
-            self.status_label.setText(exc.message)
+        error = self.chooser.load_path(model_path)
+        if error is not None:
+            self.status_label.setText(error)
             return
         if message:
 
@@ -487,27 +562,11 @@ class MainWindow(QMainWindow):
                 self.composer.submit()
 
             self.session.model_ready.connect(send_when_ready)
-        self.load_model(plan)
 
     def load_downloaded(self, model_path: Path) -> None:
         """Discover's Load: the model with its remembered (or default) settings and, the
         first time, the vision projector the library pairs with it."""
-        from engine import LoadRequest, inspect_model, plan_load
-
-        entry = next((e for e in self.library.entries() if e.path == model_path), None)
-        projectors = self.library.projectors_for(entry) if entry is not None else ()
-        remembered = self.store.get_setting(settings_key(model_path))
-        if not projectors or remembered:
-            self.load_and_send(model_path)
-            return
-        try:
-            info = inspect_model(model_path)
-            request = LoadRequest(projector=projectors[0])
-            plan = plan_load(info, self._hardware or take_snapshot(), request)
-        except EngineError as exc:
-            self.status_label.setText(exc.message)
-            return
-        self.load_model(plan)
+        self.load_and_send(model_path)
 
     def unload_model(self) -> None:
         self.session.unload()
@@ -600,6 +659,8 @@ class MainWindow(QMainWindow):
         if remote is None:
             self.remote_panel.set_in_use(False)
         self.model_panel.set_session(plan, state)
+        if state in (SessionState.READY, SessionState.EMPTY):
+            self.chats_page.header.load_line.clear()
         self._show_answering_model()
         self._show_server()
 
@@ -614,7 +675,7 @@ class MainWindow(QMainWindow):
         elif self.session.state is SessionState.LOADING and self.session.plan is not None:
             text = f"Loading {self.session.plan.model.display_name}…"
         else:
-            text = "No model loaded: choose one under Models"
+            text = "No model loaded: choose one"
         self.chats_page.header.set_model(text)
         self._update_notice()
 
@@ -632,8 +693,9 @@ class MainWindow(QMainWindow):
         model cannot see, a base model that will ramble."""
         model = self.session.ready_model
         self._notice_fix = None
+        self._notice_writer = None
         if model is None:
-            self.chats_page.set_notice("")
+            self._notice_for_writer()
             return
         info = model.plan.model
         size = self._context_size
@@ -653,32 +715,80 @@ class MainWindow(QMainWindow):
                 "your message. To chat, load an instruct or chat version."
             )
         else:
-            self.chats_page.set_notice("")
+            self._notice_for_writer()
+
+    def _notice_for_writer(self) -> None:
+        """A conversation written by a model that is not the one answering: load it in one click."""
+        writer = self.chat.writer_of(self.chat.current_id)
+        notice = self.chooser.writer_notice(writer)
+        self._notice_writer = writer if notice is not None else None
+        self.chats_page.set_notice(*(notice or ("",)))
 
     def _apply_notice_fix(self) -> None:
-        """The notice's one-click fix: reload the model with the context the chat needs."""
+        """The notice's one-click fix: reload the model with the context the chat needs, or
+        load the model the conversation is with."""
         if self._notice_fix is not None:
             self.load_model(self._notice_fix, self.session.speculation)
+        elif self._notice_writer is not None and self.chooser.load_writer(self._notice_writer) is None:
+            self.status_label.setText(f"{self._notice_writer.name} is no longer in the library.")
 
     def _on_phase_started(self, phase: LoadPhase) -> None:
         self.model_panel.load_progress.phase_started(phase)
-        self.badge.show_phase(PHASE_LABELS.get(phase, phase.value), 0.0)
+        self._show_phase(phase, 0.0)
 
     def _on_phase_progress(self, phase: LoadPhase, fraction: float) -> None:
         self.model_panel.load_progress.phase_progress(phase, fraction)
-        self.badge.show_phase(PHASE_LABELS.get(phase, phase.value), fraction)
+        self._show_phase(phase, fraction)
+
+    def _show_phase(self, phase: LoadPhase, fraction: float) -> None:
+        """In the toolbar and under the chat's picker: the load goes on wherever one looks."""
+        label = PHASE_LABELS.get(phase, phase.value)
+        self.badge.show_phase(label, fraction)
+        plan = self.session.plan
+        if plan is not None:
+            self.chats_page.header.load_line.show_phase(plan.model.display_name, label, fraction)
 
     def _on_load_failed(self, error: EngineError) -> None:
+        self._bring_chat_when_ready = False
         self.model_panel.show_load_error(error.message)
+        self.chats_page.header.load_line.show_error(error.message)
         self.status_label.setText(error.message)
+
+    # -- the model picker ----------------------------------------------------------------
+
+    def open_model_picker(self) -> None:
+        """Ctrl+M or the chat's model name: the models to choose from, each with its verdict."""
+        self.show_page(Page.CHATS)
+        self.picker_popup.set_choices(self.chooser.choices())
+        self.picker_popup.open_under(self.chats_page.header.model)
+
+    def choose_model(self, choice: ModelChoice) -> None:
+        error = self.chooser.choose(choice)
+        if error is not None:
+            self.chats_page.header.load_line.show_error(error)
+            self.status_label.setText(error)
 
     def _on_model_ready(self, model) -> None:  # model: engine.loaded_model.LoadedModel
         self.status_label.setText(f"{model.plan.model.display_name} is ready.")
+        self.chooser.remember_loaded(model.plan)
+        self.chats_page.header.load_line.clear()
         if self.dashboard is not None:
             self.dashboard.set_model(model)
             self.dashboard.set_load_report(model.plan, model.reported_memory)
-        self.show_page(Page.CHATS)
-        self.composer.focus_input()
+        # Loaded from the Models or Discover page: the chat comes forward. A load from the
+        # chat, or the last model's at start, leaves the user where they are.
+        if self._bring_chat_when_ready:
+            self._bring_chat_when_ready = False
+            self.show_page(Page.CHATS)
+            self.composer.focus_input()
+
+    def _load_from_page(self, plan: LoadPlan, speculation: SpeculationConfig | None = None) -> None:
+        self._bring_chat_when_ready = True
+        self.load_model(plan, speculation)
+
+    def _load_downloaded_from_page(self, model_path: Path) -> None:
+        self._bring_chat_when_ready = True
+        self.load_downloaded(model_path)
 
     # -- local server ------------------------------------------------------------------
 
@@ -701,9 +811,7 @@ class MainWindow(QMainWindow):
     def _show_server(self) -> None:
         server = self.local_server
         on = server.status in (ServerStatus.ON, ServerStatus.STARTING)
-        self.server_action.blockSignals(True)
-        self.server_action.setChecked(on)
-        self.server_action.blockSignals(False)
+        self.server_action.setText("Local server · on" if on else "Local server")
         model = self.session.ready_model
         name = model.plan.model.display_name if model is not None else None
         self.server_panel.show_status(server.status, server.address, server.error, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -23,6 +24,26 @@ pytest_plugins = ["tests.hub_fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = REPO / ".test-cache"
+
+
+# The GUI tests' screen: a 1920×1080 desktop (the offscreen platform's own is 800×800,
+# smaller than any Hearth supports); tests/app/test_gui_screen_fit.py opens smaller ones.
+OFFSCREEN_SCREEN = {"width": 1920, "height": 1080}
+
+
+def offscreen_config(path: Path, width: int, height: int) -> Path:
+    """An offscreen platform configuration with one screen of ``width`` × ``height``."""
+    screen = {"name": "test", "x": 0, "y": 0, "width": width, "height": height}
+    path.write_text(json.dumps({"screens": [{**screen, "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}))
+    return path
+
+
+@pytest.fixture(scope="session")
+def qapp_args(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    if os.environ.get("QT_QPA_PLATFORM") != "offscreen":
+        return ["hearth-tests"]
+    config = offscreen_config(tmp_path_factory.mktemp("qpa") / "screen.json", **OFFSCREEN_SCREEN)
+    return ["hearth-tests", "-platform", f"offscreen:configfile={config}"]
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.load_settings import MAX_CONTEXT, first_request
 from app.model_session import SessionState
 from app.presenters import BASE_MODEL_BADGE, BASE_MODEL_TIP, FACT_TIPS, elide_middle, model_facts, sentence
 from app.widgets.context_spin import ContextSpinBox
@@ -60,7 +61,6 @@ THREADS_TIP = (
     "leave free: a thread that has to wait for a busy core holds every other thread up, "
     "so while another program keeps a core busy, fewer threads decode faster."
 )
-MAX_CONTEXT = 262144  # for a model whose header does not say its training context
 ERROR_STYLE = "color: #d62728;"
 NOTE_STYLE = "color: palette(mid);"
 WARNING_STYLE = "color: #b36b00;"
@@ -402,14 +402,7 @@ class ModelPanel(QWidget):
     # -- internals ----------------------------------------------------------------
 
     def _default_request(self, info: ModelInfo, projectors: tuple[ModelInfo, ...]) -> LoadRequest:
-        """What a model not seen before starts with: the library's best projector, if any,
-        and the default GPU layers where layers can go to a GPU."""
-        context = min(DEFAULT_CONTEXT_PER_CONVERSATION, info.context_length or MAX_CONTEXT)
-        return LoadRequest(
-            context_per_conversation=context,
-            gpu_layers=self.default_gpu_layers() if self.gpu_spin.isEnabled() else None,
-            projector=projectors[0] if projectors else None,
-        )
+        return first_request(info, projectors, self.default_gpu_layers(), self.gpu_spin.isEnabled())
 
     def _speculation_index(self, request: LoadRequest) -> int:
         if request.draft is not None:

@@ -60,8 +60,12 @@ def client(window: MainWindow):
 def test_the_switch_serves_the_loaded_model_and_lists_requests(qtbot, served, scripted_model: Path) -> None:
     window, run = served
     load(qtbot, window, scripted_model)
-    assert not window.server_action.isChecked()
+    # The toolbar's Local server opens the panel: looking does not start the server.
     window.server_action.trigger()
+    assert window.server_dock.isVisible() and window.server_action.isChecked()
+    assert window.local_server.status is ServerStatus.OFF and not window.server_panel.switch.isChecked()
+    assert window.server_action.text() == "Local server"
+    window.server_panel.switch.click()
 
     async def scenario() -> None:
         await until(lambda: window.local_server.status is ServerStatus.ON, "the server")
@@ -75,7 +79,7 @@ def test_the_switch_serves_the_loaded_model_and_lists_requests(qtbot, served, sc
 
     run(scenario())
     panel = window.server_panel
-    assert window.server_action.isChecked() and panel.switch.isChecked()
+    assert window.server_action.text() == "Local server · on" and panel.switch.isChecked()
     assert window.server_dock.isVisible()
     assert panel.address.text() == window.local_server.address
     assert panel.address.text().startswith("http://127.0.0.1:") and panel.address.text().endswith("/v1")
@@ -93,7 +97,7 @@ def test_the_switch_serves_the_loaded_model_and_lists_requests(qtbot, served, sc
     panel.switch.click()  # off, from the panel
 
     run(until(lambda: window.local_server.status is ServerStatus.OFF, "the server to stop"))
-    assert not window.server_action.isChecked() and panel.address.text() == ""
+    assert window.server_action.text() == "Local server" and panel.address.text() == ""
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
@@ -180,9 +184,8 @@ def test_a_window_reopened_serves_again_on_its_port(qtbot, qapp, app_paths: AppP
         second = open_window(qtbot, app_paths, hardware)
         assert second.server_panel.port_spin.value() == port
         loop.run_until_complete(until(lambda: second.local_server.status is ServerStatus.ON, "it back on"))
-        assert (
-            second.local_server.address == f"http://127.0.0.1:{port}/v1" and second.server_action.isChecked()
-        )
+        assert second.local_server.address == f"http://127.0.0.1:{port}/v1"
+        assert second.server_panel.switch.isChecked()
         second.close()
         loop.run_until_complete(second.local_server.stopped())
     finally:
@@ -202,4 +205,4 @@ def test_a_port_in_use_says_so_and_switches_off(qtbot, served) -> None:
     message = f"Port {port} is in use on 127.0.0.1: choose another port."
     assert window.server_panel.status.text() == message
     assert window.status_label.text() == message
-    assert not window.server_action.isChecked() and not window.server_panel.switch.isChecked()
+    assert window.server_action.text() == "Local server" and not window.server_panel.switch.isChecked()

@@ -9,7 +9,9 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.main_window import MainWindow
+from app.model_session import SessionState
 from app.paths import AppPaths
+from app.preferences import Preferences
 from engine import ChatRequest
 from engine.chat import Role
 from engine.hardware import HardwareSnapshot
@@ -145,6 +147,7 @@ def test_a_reply_keeps_the_name_of_the_model_that_wrote_it(
     assert stored.sampling["max_tokens"] == 4
     path, sampling = view.message(second.id).author_details.splitlines()  # the header's tooltip
     assert path == str(other) and sampling.startswith("temperature ") and sampling.endswith("up to 4 tokens")
+    Preferences(window.store).set_load_last_model(False)
     window.close()
 
     again = open_window(qtbot, app_paths, hardware)  # no model loaded
@@ -156,9 +159,13 @@ def test_a_reply_keeps_the_name_of_the_model_that_wrote_it(
             "You",
             "Other Llama · F32",
         ]
-        click_footer(qtbot, shown, second.id, "Regenerate")  # nothing to write it with
-        assert "Load a model first" in again.status_label.text()
-        assert again.store.versions(second.id).count == 1 and shown.messages()[-1].id == second.id
+        assert again.session.state is SessionState.EMPTY
+        click_footer(qtbot, shown, second.id, "Regenerate")  # loads the model that wrote the chat
+        assert "written when Other Llama is loaded" in again.status_label.text()
+        qtbot.waitUntil(
+            lambda: again.store.versions(second.id).count == 2 and again.chat.streaming == 0, timeout=WAIT
+        )
+        assert again.session.plan.model.path == other
     finally:
         again.close()
 

@@ -88,9 +88,9 @@ def test_the_header_names_the_conversation_and_the_model_that_answers(
     qtbot, window: MainWindow, scripted_model: Path
 ) -> None:
     header = window.chats_page.header
-    assert "No model loaded" in header.model.text()
+    assert "No model loaded" in header.model.full_text()
     load(qtbot, window, scripted_model)
-    assert header.model.text() == f"{window.session.plan.model.display_name} answers"
+    assert header.model.full_text() == f"{window.session.plan.model.display_name} answers"
     send(qtbot, window, "a question about lighthouses")
     assert header.title.text() == "a question about lighthouses"
     assert not window.chats_page.notice.isVisible()  # it has a chat template

@@ -127,7 +127,7 @@ def test_settings_add_a_server_and_the_picker_lists_its_model(
     use_remote_model(qtbot, remote_window, "scripted")
     where = f"127.0.0.1:{scripted_server.port}"
     header = remote_window.chats_page.header.model
-    assert f"scripted answers, via {where}" in (header.text(), header.toolTip())
+    assert header.full_text() == f"scripted answers, via {where}"
     assert remote_window.badge.label.text() == f"scripted · remote, via {where}"
     assert remote_window.badge.unload_button.text() == "Disconnect"
 
