@@ -149,7 +149,8 @@ class ModelChooser(QObject):
         entry = self.library.library.get(path)
         info = entry.info if entry is not None and entry.info is not None else inspect_model(path)
         # Settings' threads apply to every model without its own (never saved as its own).
-        request = replace(self._remembered_request(info.path), default_threads=self.preferences.default_threads() or None)
+        default_threads = self.preferences.default_threads() or None
+        request = replace(self._remembered_request(info.path), default_threads=default_threads)
         return plan_load(info, self._hardware(), request)
 
     def load_path(self, path: Path) -> str | None:
