@@ -10,7 +10,10 @@ Qwen, Gemma and the tiny vision demo), a plan read from a remote header and a do
 in progress. Takes a few minutes on two cores.
 
 Run under a real X server: ``xvfb-run -a -s "-screen 0 1920x1080x24" .venv/bin/python
-docs/make_screenshots.py`` -> docs/screenshots/*.png
+docs/make_screenshots.py`` -> docs/screenshots/*.png. ``--only first-minutes`` takes just
+the first minutes' shots (the picker open over a chat, a queued chat, Settings, a broken
+file; popups and dialogs are grabbed from the screen), at 1280×800 and 1920×1080, and the
+first window on the screen it opens on (run it on a 1280×800 screen to see that one fit).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ QUESTIONS = (
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--only", "first-minutes"]:
+        first_minutes()
+        return
     from PIL import Image, ImageDraw
 
     from app.application import create_application
@@ -243,6 +249,115 @@ def remote_scene(app, root: Path, model_path: Path, pump, until) -> None:
     finally:
         server.__exit__(None, None, None)
         served.unload()
+
+
+def first_minutes() -> None:
+    """The picker open over a chat, a chat queued behind another, Settings' pages and a
+    broken file in the library, each at both sizes; ``first-window`` as it opened."""
+    from app.application import create_application
+    from app.chat_model import ensure_chat_model
+    from app.default_model import ensure_default_model
+    from app.paths import resolve_paths
+    from app.preferences import Preferences
+    from app.widgets.nav_rail import Page
+    from app.widgets.settings_dialog import SettingsPage
+
+    app = create_application()
+    root = Path(tempfile.mkdtemp(prefix="hearth-first-minutes-"))
+    paths = resolve_paths(root / "data", root / "models").ensure()
+    OUT.mkdir(parents=True, exist_ok=True)
+    qwen = ensure_chat_model(REPO / ".test-cache")
+    gemma = ensure_default_model(REPO / ".test-cache")
+    broken = root / "downloads" / "Llama-3.2-1B-Instruct-Q4_K_M.gguf"
+    broken.parent.mkdir()
+    broken.write_bytes(gemma.read_bytes()[:2_589_085])  # cut inside its header
+
+    def pump(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            app.processEvents()
+            time.sleep(0.005)
+
+    def until(condition, timeout: float = 600) -> None:
+        end = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > end:
+                raise TimeoutError("the window did not get there")
+            pump(0.05)
+
+    def screen_shot(window, name: str) -> None:
+        """What the screen shows over the window: popups and dialogs included."""
+        pump(0.6)
+        frame = window.frameGeometry()
+        picture = app.primaryScreen().grabWindow(0, frame.x(), frame.y(), frame.width(), frame.height())
+        picture.save(str(OUT / f"{name}.png"))
+        print("wrote", OUT / f"{name}.png", flush=True)
+
+    from app.main_window import MainWindow
+
+    window = MainWindow(paths)
+    Preferences(window.store).set_load_last_model(False)
+    window.show()
+    window.start()
+    screen = app.primaryScreen().availableGeometry()
+    print(f"first window {window.width()}x{window.height()} on a {screen.width()}x{screen.height()} screen")
+    screen_shot(window, "first-window")
+    window.library.add_paths([qwen, gemma, broken.parent], select=broken)
+    window.library.wait_idle()
+    window.show_page(Page.MODELS)
+    until(lambda: window.library_panel.selected_path() is not None)
+    window.library_panel.select_path(broken)
+    for width, height in SIZES:
+        window.resize(width, height)
+        window.move(0, 0)
+        screen_shot(window, f"{width}-broken-file")
+
+    # Qwen, one conversation at a time: a second chat waits for the first.
+    window.library_panel.select_path(qwen)
+    pump(0.3)
+    window.model_panel.ctx_spin.setValue(4096)
+    window.model_panel.parallel_spin.setValue(1)
+    window.model_panel.load_button.click()
+    until(lambda: window.session.ready_model is not None)
+    window.show_page(Page.CHATS)
+    window.new_chat()
+    window.composer.set_text(QUESTIONS[0])
+    window.composer.submit()
+    until(lambda: window.chat.streaming == 0)
+    for width, height in SIZES:
+        window.resize(width, height)
+        window.move(0, 0)
+        pump(0.3)
+        window.open_model_picker()
+        screen_shot(window, f"{width}-picker")
+        window.picker_popup.hide()
+    window.resize(*SIZES[0])
+    window.composer.set_text(QUESTIONS[1])
+    window.composer.submit()
+    pump(1.0)
+    window.new_chat()
+    window.composer.set_text("And what is a closure in Python?")
+    window.composer.submit()
+    for width, height in SIZES:
+        window.resize(width, height)
+        window.move(0, 0)
+        screen_shot(window, f"{width}-queued")
+    until(lambda: window.chat.streaming == 0)
+    window.resize(*SIZES[0])
+    window.move(0, 0)
+    for page in (SettingsPage.GENERAL, SettingsPage.HARDWARE, SettingsPage.APPEARANCE):
+        window.open_settings()
+        window.settings_dialog.show_page(page)
+        window.settings_dialog.move(window.x() + 120, window.y() + 60)
+        screen_shot(window, f"1280-settings-{page.name.lower()}")
+    window.settings_dialog.close()
+    window.resize(*SIZES[1])
+    window.move(0, 0)
+    window.open_settings()
+    window.settings_dialog.show_page(SettingsPage.GENERAL)
+    screen_shot(window, "1920-settings-general")
+    window.settings_dialog.close()
+    window.close()
 
 
 if __name__ == "__main__":

@@ -82,6 +82,9 @@ class PickerButton(QToolButton):
         self.setToolTip(tip if shown == self._full else f"{self._full}\n{tip}")
 
 
+POPUP_MAX_HEIGHT = 460
+
+
 class ModelPickerPopup(QFrame):
     """The list the picker opens: type to filter, choose with a click or the arrows and
     Enter; Esc closes."""
@@ -196,8 +199,21 @@ class ModelPickerPopup(QFrame):
         raise KeyError(name)
 
     def open_under(self, anchor: QWidget) -> None:
-        rows = sum(self.list.sizeHintForRow(r) for r in range(self.list.count()))
-        self.resize(max(POPUP_WIDTH, anchor.width()), min(420, max(80, rows + 12)))
+        shown = [r for r in range(self.list.count()) if not self.list.isRowHidden(r)]
+        rows = sum(self.list.sizeHintForRow(r) for r in shown)
+        margins = self.layout().contentsMargins()
+        # Every row shown (up to a limit) under the filter: the list's own frame, the filter
+        # and the layout's margins and spacing come on top of the rows.
+        chrome = (
+            self.filter.sizeHint().height()
+            + self.layout().spacing()
+            + margins.top()
+            + margins.bottom()
+            + 2 * self.list.frameWidth()
+            + 2 * self.frameWidth()
+            + 4
+        )
+        self.resize(max(POPUP_WIDTH, anchor.width()), min(POPUP_MAX_HEIGHT, chrome + max(40, rows)))
         self.move(anchor.mapToGlobal(QPoint(0, anchor.height())))
         self.show()
         self.filter.setFocus()

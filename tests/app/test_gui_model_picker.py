@@ -79,6 +79,11 @@ def test_the_picker_lists_library_models_with_the_verdict_of_their_remembered_se
     assert any(c.path == scripted_model for c in rows)
     texts = [window.picker_popup.list.item(r).text() for r in range(window.picker_popup.list.count())]
     assert texts[0] == "On this computer" and any(tiny.detail in t for t in texts)
+    # A few models are all in view at once, under the filter: nothing to scroll.
+    popup_list = window.picker_popup.list
+    qtbot.waitUntil(lambda: popup_list.verticalScrollBar().maximum() == 0, timeout=WAIT)
+    last_row = popup_list.visualItemRect(popup_list.item(popup_list.count() - 1))
+    assert last_row.bottom() <= popup_list.viewport().height()
     qtbot.keyClick(window.picker_popup.list, Qt.Key.Key_Escape)
     assert not window.picker_popup.isVisible() and window.session.state is SessionState.EMPTY
 
