@@ -38,7 +38,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from engine.chat.json_scan import WS, CallScanner, CallState, Scan, ValueScanner
+from engine.chat.json_scan import WS, CallScanner, CallState, Scan, ValueScanner, arguments_text
+from engine.chat.near_json import MAX_CHARS, loads_near_json
 
 
 class ToolCallFormat(enum.StrEnum):
@@ -95,6 +96,7 @@ class _P(enum.Enum):
     CALL = "call"  # inside a call object
     CLOSE = "close"  # after a call object: its closing tag, if the format has one
     SKIP = "skip"  # a broken call: dropped up to its closing tag
+    LENIENT = "lenient"  # HERMES: a block that is not JSON, read whole at its closing tag
     BETWEEN = "between"  # between calls of a list
     NAME = "name"  # MISTRAL's [TOOL_CALLS]name[ARGS]
     ARGS = "args"  # MISTRAL's arguments after [ARGS]
@@ -143,6 +145,7 @@ class ToolCallParser:
         # After a reply-start JSON value (GENERIC's, or HERMES's bare/fenced call): what follows.
         self._rest_phase = _P.TEXT if fmt is ToolCallFormat.HERMES else _P.CONTENT
         self._json_mode = False  # in the reply-start JSON value or its closing fence
+        self._json_skip = 0  # the held separator before a further bare call ("," or ";")
 
     @property
     def calls(self) -> int:
@@ -212,6 +215,11 @@ class ToolCallParser:
         elif self._phase is _P.ARGS:
             if self._scanner is not None and not self._scanner.args_fragments:
                 self._args("{}")
+        elif self._phase is _P.LENIENT:
+            self._held += rest
+            self._resolve_lenient("")
+        elif self._phase is _P.JSON and self._value is not None:
+            self._finish_json(rest)
         elif self._phase is not _P.SKIP:
             self._content(self._held + rest)
         self._held = ""
@@ -272,6 +280,12 @@ class ToolCallParser:
         held, self._held = self._held, ""
         self._scanner = None
         fmt = self.format
+        if scanner.state is CallState.REJECTED and fmt is ToolCallFormat.HERMES and held.startswith(
+            _HERMES_OPEN
+        ):  # not JSON: maybe near-JSON, read when the block is whole
+            self._held = held
+            self._phase = _P.LENIENT
+            return True
         if scanner.state is CallState.REJECTED:  # not a call: its text is content
             self._phase = (
                 _P.CONTENT if fmt in (ToolCallFormat.LLAMA3_JSON, ToolCallFormat.GENERIC) else _P.TEXT
@@ -292,6 +306,8 @@ class ToolCallParser:
     # HERMES ------------------------------------------------------------------------------
 
     def _step_hermes(self, phase: _P) -> bool:
+        if phase is _P.LENIENT:
+            return self._step_lenient()
         if phase is _P.TEXT:
             if self._find_tag(_HERMES_OPEN):
                 self._start_call(_HERMES_OPEN, strict=False)
@@ -316,6 +332,35 @@ class ToolCallParser:
         hold = _held_prefix(self._buffer, _HERMES_CLOSE)
         self._buffer = self._buffer[len(self._buffer) - hold :]
         return False
+
+    def _step_lenient(self) -> bool:
+        """A ``<tool_call>`` block held whole, then read as near-JSON (``near_json``)."""
+        index = self._buffer.find(_HERMES_CLOSE)
+        if index < 0:
+            hold = _held_prefix(self._buffer, _HERMES_CLOSE)
+            self._held += self._buffer[: len(self._buffer) - hold]
+            self._buffer = self._buffer[len(self._buffer) - hold :]
+            if len(self._held) > MAX_CHARS:  # too long to be a call: content
+                self._content(self._held)
+                self._held = ""
+                self._phase = _P.TEXT
+            return False
+        self._held += self._buffer[:index]
+        self._buffer = self._buffer[index + len(_HERMES_CLOSE) :]
+        self._resolve_lenient(_HERMES_CLOSE)
+        return True
+
+    def _resolve_lenient(self, close: str) -> None:
+        block, self._held = self._held, ""
+        calls = _generic_calls(_unfenced(block[len(_HERMES_OPEN) :]), None)
+        self._phase = _P.TEXT
+        if not calls:
+            self._content(block + close)
+            return
+        for name, arguments in calls:
+            self._begin(name)
+            self._args(arguments)
+        self._strip_lead = True
 
     # LLAMA3_JSON -----------------------------------------------------------------------
 
@@ -485,10 +530,25 @@ class ToolCallParser:
                 return False
             if stripped.startswith(_FENCE):
                 self._buffer = stripped[len(_FENCE) :]
+                self._fenced = self._json_mode = False
+                self._phase = _P.START  # another call may follow, fenced or bare
+                return True
+        else:  # another bare call may follow, after "," or ";" or a line break
+            rest = stripped[1:].lstrip(WS) if stripped[:1] in (",", ";") else stripped
+            if not rest:
+                return False
+            if rest[0] == "{":
+                separator = self._buffer[: len(self._buffer) - len(rest)]
+                self._held, self._json_skip = separator, len(separator)
+                self._buffer = rest
+                self._value = ValueScanner()
+                self._phase = _P.JSON
+                return True
         self._leave_json()
         return True
 
     def _leave_json(self) -> None:
+        self._json_skip = 0
         self._json_mode = False
         self._fenced = False
         self._value = None
@@ -523,14 +583,42 @@ class ToolCallParser:
         self._phase = _P.CLOSE
         return True
 
+    def _finish_json(self, rest: str) -> None:
+        """The output ended inside the reply-start JSON value: near-JSON with a brace short
+        (``{{...}``, as Qwen2.5-Coder writes after a tool result) or a closing tag after it."""
+        self._held += rest
+        text = self._json_text().rstrip(WS)
+        for tail in (_HERMES_CLOSE, _FENCE):
+            if text.endswith(tail):
+                text = text[: -len(tail)].rstrip(WS)
+        calls = _generic_calls(text, self.tool_names)
+        if not calls:
+            self._content(self._held)
+            return
+        for name, arguments in calls:
+            self._begin(name)
+            self._args(arguments)
+
     def _json_text(self) -> str:
-        text = self._held.lstrip(WS)
+        text = self._held[self._json_skip :].lstrip(WS)
         if self._fenced:
             text = text[text.find("\n") + 1 :]
         return text
 
 
 _MAX_NAME = 64
+
+
+def _unfenced(text: str) -> str:
+    """A block's text without the ``` fence (```json) a model may have put around it."""
+    text = text.strip(WS)
+    if text.startswith(_FENCE):
+        line_end = text.find("\n")
+        if line_end >= 0 and text[len(_FENCE) : line_end].strip().lower() in ("", "json"):
+            text = text[line_end + 1 :].rstrip(WS)
+            if text.endswith(_FENCE):
+                text = text[: -len(_FENCE)]
+    return text
 
 
 def _call_of(item: Any, tool_names: frozenset[str] | None) -> tuple[str, str] | None:
@@ -542,12 +630,11 @@ def _call_of(item: Any, tool_names: frozenset[str] | None) -> tuple[str, str] | 
     if not isinstance(name, str) or not name or (tool_names is not None and name not in tool_names):
         return None
     arguments = item.get("arguments", item.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            parsed = json.loads(arguments)
-        except ValueError:
+    if isinstance(arguments, str):  # an object's text, as OpenAI sends arguments
+        text = arguments_text(json.dumps(arguments))
+        if text == "{}" and arguments.strip() != "{}":
             return None
-        return (name, arguments) if isinstance(parsed, dict) else None
+        return name, text
     if not isinstance(arguments, dict):
         return None
     return name, json.dumps(arguments, ensure_ascii=False)
@@ -555,7 +642,7 @@ def _call_of(item: Any, tool_names: frozenset[str] | None) -> tuple[str, str] | 
 
 def _generic_calls(raw: str, tool_names: frozenset[str] | None) -> list[tuple[str, str]] | None:
     try:
-        value = json.loads(raw)
+        value = loads_near_json(raw)
     except ValueError:
         return None
     if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
