@@ -26,6 +26,7 @@ class Scan(enum.Enum):
 WS = " \t\r\n"  # JSON's whitespace
 _NAME_KEYS = ("name",)
 _ARGS_KEYS = ("arguments", "parameters")
+_PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _SCALAR_CHARS = frozenset(string.ascii_letters + string.digits + ".+-")
 
 
@@ -118,6 +119,7 @@ class CallScanner:
         self._buffered_args: str | None = None  # arguments read before the name
         self._pending: list[str] = []  # argument text read in this feed, not yet emitted
         self._comma: list[str] = []  # a comma in streamed arguments and the space after it
+        self._word: list[str] = []  # letters outside strings in streamed arguments
 
     @property
     def finished(self) -> bool:
@@ -200,6 +202,13 @@ class CallScanner:
                     self._args_mode = "buffer"
         elif mode == "stream":
             assert self._value is not None
+            if c.isalpha() and not self._value.in_string:  # a word: true, or Python's True
+                self._word.append(c)
+                return
+            if self._word:
+                word = "".join(self._word)
+                self._pending.append(_PYTHON_LITERALS.get(word, word))
+                self._word = []
             if self._comma:  # a comma held: dropped if a closing bracket follows (trailing)
                 if c in WS:
                     self._comma.append(c)
@@ -260,6 +269,8 @@ class CallScanner:
 
     def _break(self) -> None:
         # Before its name a broken object is not a call; after, the call ends where it broke.
+        if self.begun and not self.args_fragments and self._args_mode not in ("stream", "done"):
+            self._pending = ["{}"]  # (emitted by the feed's flush)
         self.broken = self.begun
         self.state = CallState.DONE if self.begun else CallState.REJECTED
 

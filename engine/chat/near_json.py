@@ -81,6 +81,8 @@ class _Reader:
         raise ValueError(f"no value at {self.i}")
 
     def object(self, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise ValueError("nested too deeply")
         if self.peek() == "{":  # {{...}}: the template's escaped braces, copied
             self.i += 1
             inner = self.object(depth + 1)
