@@ -11,7 +11,8 @@
 - a trailing comma before ``}`` or ``]``.
 
 A parser written here, not ``eval`` or ``ast``: nothing in the text is ever run. Bounded:
-text over ``MAX_CHARS`` or nesting deeper than ``MAX_DEPTH`` is refused. Pure.
+near-JSON over ``MAX_CHARS`` or nesting deeper than ``MAX_DEPTH`` is refused (strict JSON
+of any size is read as ``json`` reads it). Pure.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ _ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n":
 
 def loads_near_json(text: str) -> Any:
     """The value ``text`` holds (surrounding whitespace allowed); ``ValueError`` if none."""
-    if len(text) > MAX_CHARS:
-        raise ValueError("too long")
     try:
         return json.loads(text)  # the usual case, and the fastest
     except ValueError:
         pass
+    if len(text) > MAX_CHARS:
+        raise ValueError("too long")
     reader = _Reader(text)
     value = reader.value(0)
     reader.space()

@@ -3,17 +3,19 @@
 ``ToolCallParser(fmt).feed(text)`` returns events: ``ContentDelta`` (text for the user),
 ``ToolCallBegin`` (a call's index, id and function name, once) and ``ToolCallArgs`` (a
 fragment of that call's arguments). A call's fragments, joined, are the arguments the model
-wrote (a JSON object's text); a fragment is never taken back. Text that may be the start
-of a call is held back until it resolves, so a call's syntax never shows up as content,
-and the events do not depend on how the output was cut into deltas (only how finely they
-are split). Pure: imports neither llama.cpp nor Qt.
+wrote, as a JSON object's text (near-JSON rewritten as JSON); a fragment is never taken
+back. Text that may be the start of a call is held back until it resolves, so a call's
+syntax never shows up as content, and the events do not depend on how the output was
+cut into deltas (only how finely they are split). Pure: imports neither llama.cpp nor Qt.
 
 Formats (``ToolCallFormat``):
 
 - ``HERMES`` (Qwen 2.5/3, Hermes, the fallback prompt of ``tool_prompt``):
   ``<tool_call>\\n{"name": "f", "arguments": {...}}\\n</tool_call>``, one block per call,
-  after any text; and, as llama.cpp's Hermes parser allows, a reply that starts with the
-  call's JSON bare or fenced in ``` (small Qwen coders write that), read as ``GENERIC``.
+  after any text (a missing ``</tool_call>`` is forgiven); and, as llama.cpp's Hermes parser
+  allows, a reply that starts with the call's JSON bare or fenced in ``` (small Qwen coders
+  write that), read as ``GENERIC``, and further calls after it (bare, after ``,``/``;``/a
+  line break, or fenced again).
 - ``LLAMA3_JSON`` (Llama 3.1-3.3): the reply is ``{"name": "f", "parameters": {...}}``
   (``"arguments"`` accepted too), maybe after ``<|python_tag|>``, calls separated by ``;``
   or whitespace. A reply that does not start with ``{`` is content.
@@ -26,6 +28,13 @@ Formats (``ToolCallFormat``):
 
 For the bare-JSON formats (``LLAMA3_JSON``, ``GENERIC``) pass ``tool_names``: a JSON reply
 naming no offered tool is then content, not a call.
+
+Near-JSON (``engine/chat/near_json.py``: doubled braces ``{{...}}`` copied from a template,
+single quotes, Python's ``True``/``False``/``None``, bare keys, trailing commas) is read
+where a call is read whole: a reply-start call, a ``<tool_call>`` block that is not JSON
+(held until its closing tag, then read at once), arguments that are not an object literal.
+Arguments that start as JSON (``{"`` or ``{}``) stream as written, a trailing comma dropped
+and Python's literals written as JSON's; ``{'``, ``{{`` or another start is read whole.
 """
 
 from __future__ import annotations
@@ -334,10 +343,12 @@ class ToolCallParser:
         return False
 
     def _step_lenient(self) -> bool:
-        """A ``<tool_call>`` block held whole, then read as near-JSON (``near_json``)."""
-        index = self._buffer.find(_HERMES_CLOSE)
+        """A ``<tool_call>`` block held whole, then read as near-JSON (``near_json``); its
+        closing tag missing, the next block's opening ends it."""
+        ends = [i for i in (self._buffer.find(_HERMES_CLOSE), self._buffer.find(_HERMES_OPEN)) if i >= 0]
+        index = min(ends, default=-1)
         if index < 0:
-            hold = _held_prefix(self._buffer, _HERMES_CLOSE)
+            hold = max(_held_prefix(self._buffer, _HERMES_CLOSE), _held_prefix(self._buffer, _HERMES_OPEN))
             self._held += self._buffer[: len(self._buffer) - hold]
             self._buffer = self._buffer[len(self._buffer) - hold :]
             if len(self._held) > MAX_CHARS:  # too long to be a call: content
@@ -346,8 +357,9 @@ class ToolCallParser:
                 self._phase = _P.TEXT
             return False
         self._held += self._buffer[:index]
-        self._buffer = self._buffer[index + len(_HERMES_CLOSE) :]
-        self._resolve_lenient(_HERMES_CLOSE)
+        close = _HERMES_CLOSE if self._buffer.startswith(_HERMES_CLOSE, index) else ""
+        self._buffer = self._buffer[index + len(close) :]
+        self._resolve_lenient(close)
         return True
 
     def _resolve_lenient(self, close: str) -> None:

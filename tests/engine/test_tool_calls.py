@@ -392,6 +392,12 @@ def test_near_json_calls_parse_tagged_and_bare(call: str) -> None:
             "",
             [*WEATHER_PARIS, ("now", "{}")],
         ),
+        (  # near-JSON with a missing </tool_call>, then another call
+            "<tool_call>\n{'name': 'get_weather', 'arguments': {'city': 'Paris'}}\n"
+            '<tool_call>\n{"name": "now", "arguments": {}}</tool_call>',
+            "",
+            [*WEATHER_PARIS, ("now", "{}")],
+        ),
         (  # a code fence inside the block
             '<tool_call>\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
             "```\n</tool_call>",
@@ -458,6 +464,8 @@ def test_near_json_values() -> None:
     assert loads_near_json('{{"a": {"b": [1, 2.5e3, -0,]}}}') == {"a": {"b": [1, 2500.0, 0]}}
     assert loads_near_json("'it\\'s \\u00e9 \\ud83d\\ude00 \"q\"'") == "it's é 😀 \"q\""
     assert loads_near_json("{a_1: False, 'b': null, c: None}") == {"a_1": False, "b": None, "c": None}
+    big = json.dumps({"name": "write", "arguments": {"text": "x" * 40_000}})
+    assert loads_near_json(big)["arguments"]["text"] == "x" * 40_000  # strict JSON: any size
     for bad in ("{a: x}", "[1 2]", "{'a': 1}}", "'\\x41'", "1 + 1", "{" * 40 + "}" * 40, "x" * 40_000):
         with pytest.raises(ValueError):
             loads_near_json(bad)
