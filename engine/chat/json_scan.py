@@ -32,13 +32,15 @@ _SCALAR_CHARS = frozenset(string.ascii_letters + string.digits + ".+-")
 
 class ValueScanner:
     """Where one JSON value ends, fed a character at a time (its syntax is not checked).
-    Strings in single quotes count as strings too (``'`` is never outside a string in
-    JSON, and near-JSON has them: ``engine/chat/near_json.py``)."""
+    Strings in single quotes count as strings too where a key or value may start (``'`` is
+    never outside a string in JSON, near-JSON has them: ``engine/chat/near_json.py``, and
+    an apostrophe in words, as in ``[I don't]``, is not one)."""
 
-    __slots__ = ("_depth", "_escape", "_in_string", "_quote", "kind")
+    __slots__ = ("_depth", "_escape", "_in_string", "_last", "_quote", "kind")
 
     def __init__(self) -> None:
         self.kind = ""  # "container", "string", "scalar"; "" before the first character
+        self._last = ""  # in a container: its last character outside strings and space
         self._depth = 0
         self._in_string = False
         self._quote = '"'
@@ -51,7 +53,7 @@ class ValueScanner:
     def push(self, c: str) -> Scan:
         if not self.kind:
             if c in "{[":
-                self.kind, self._depth = "container", 1
+                self.kind, self._depth, self._last = "container", 1, c
                 return Scan.MORE
             if c in "\"'":
                 self.kind, self._in_string, self._quote = "string", True, c
@@ -66,7 +68,7 @@ class ValueScanner:
             elif c == "\\":
                 self._escape = True
             elif c == self._quote:
-                self._in_string = False
+                self._in_string, self._last = False, c
                 if self.kind == "string":
                     return Scan.END_WITH
             return Scan.MORE
@@ -74,7 +76,8 @@ class ValueScanner:
             if c in _SCALAR_CHARS:
                 return Scan.MORE
             return Scan.END_BEFORE if c in WS or c in ",}]" else Scan.ERROR
-        if c in "\"'":
+        last, self._last = self._last, c if c not in WS else self._last
+        if c == '"' or (c == "'" and last in "{[,:"):
             self._in_string, self._quote = True, c
         elif c in "{[":
             self._depth += 1

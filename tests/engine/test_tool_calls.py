@@ -460,6 +460,14 @@ def test_what_is_not_near_json_stays_content(text: str) -> None:
     assert calls == [] and content == text.strip()
 
 
+def test_an_apostrophe_in_words_does_not_hold_the_reply_back() -> None:
+    parser = ToolCallParser(F.HERMES, tool_names=NAMES)
+    assert parser.feed("[I don't know] the weather") == [ContentDelta("[I don't know] the weather")]
+    parser = ToolCallParser(F.HERMES, tool_names=NAMES)
+    assert parser.feed("{'name': 'now', 'x': '}'") == []  # a quoted '}' does not end it
+    assert [type(e) for e in parser.feed("}")] == [ToolCallBegin, ToolCallArgs]
+
+
 def test_near_json_values() -> None:
     assert loads_near_json('{{"a": {"b": [1, 2.5e3, -0,]}}}') == {"a": {"b": [1, 2500.0, 0]}}
     assert loads_near_json("'it\\'s \\u00e9 \\ud83d\\ude00 \"q\"'") == "it's é 😀 \"q\""
