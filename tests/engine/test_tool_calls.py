@@ -322,7 +322,12 @@ QWEN_OUTPUTS = [
         ("get_weather",),
         [("get_weather", '{"city": "Paris"}')],
     ),
-    (  # the same, seed 1
+    (  # after a tool result, offered two tools, seed 4: a fence with no language
+        '```\n{\n  "name": "get_weather",\n  "arguments": {"city": "Paris"}\n}\n```',
+        ("get_weather", "get_time"),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    (  # "What is the weather in Paris?", seed 1
         '{\n    "name": "get_weather",\n    "arguments": {\n        "city": "Paris"\n    }\n}',
         ("get_weather",),
         [("get_weather", '{"city": "Paris"}')],
