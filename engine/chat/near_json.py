@@ -48,10 +48,44 @@ def loads_near_json(text: str) -> Any:
     return value
 
 
+def loads_cut_near_json(text: str) -> tuple[Any, frozenset[int]]:
+    """Near-JSON that may have been cut off (a reply that ran out of tokens): the value with
+    its open containers closed, a member cut in its key or value left out, and the ids
+    of the containers that were still open. ``ValueError`` if it is not near-JSON so far."""
+    if len(text) > MAX_CHARS:
+        raise ValueError("too long")
+    reader = _Reader(text, cut=True)
+    try:
+        value = reader.value(0)
+    except _Cut as cut:
+        return cut.value, frozenset(reader.open)
+    reader.space()
+    if reader.i != len(text):
+        raise ValueError(f"unexpected {text[reader.i]!r} at {reader.i}")
+    return value, frozenset()
+
+
+class _Cut(Exception):
+    """The text ended inside a value; ``value``: what of it was read (a container), or None."""
+
+    def __init__(self, value: Any = None) -> None:
+        super().__init__("cut off")
+        self.value = value
+
+
 class _Reader:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, cut: bool = False) -> None:
         self.text = text
         self.i = 0
+        self.cut = cut  # the end of the text may come anywhere: raise _Cut there
+        self.open: list[int] = []  # (cut) the ids of the containers the end came inside
+
+    def ended(self, partial: Any = None) -> None:
+        """At the end of the text, where more was due: cut off (in cut mode)."""
+        if self.cut and self.i >= len(self.text):
+            if partial is not None:
+                self.open.append(id(partial))
+            raise _Cut(partial)
 
     def space(self) -> None:
         while self.i < len(self.text) and self.text[self.i] in _WS:
@@ -73,12 +107,17 @@ class _Reader:
             return self.array(depth)
         if c in "\"'":
             return self.string()
+        self.ended()
         if match := _NUMBER.match(self.text, self.i):
             self.i = match.end()
+            self.ended()  # a number at the very end may have had more digits
             return json.loads(match.group())
         if (match := _IDENT.match(self.text, self.i)) and match.group() in _LITERALS:
             self.i = match.end()
             return _LITERALS[match.group()]
+        if self.cut and any(word.startswith(self.text[self.i :]) for word in _LITERALS):
+            self.i = len(self.text)
+            self.ended()
         raise ValueError(f"no value at {self.i}")
 
     def object(self, depth: int) -> Any:
@@ -93,15 +132,24 @@ class _Reader:
         result: dict[str, Any] = {}
         while True:
             c = self.peek()
+            self.ended(result)
             if c == "}":
                 self.i += 1
                 return result
-            key = self.key()
-            if self.peek() != ":":
-                raise ValueError(f"no ':' at {self.i}")
-            self.i += 1
-            result[key] = self.value(depth + 1)
+            try:
+                key = self.key()
+                if self.peek() != ":":
+                    self.ended()
+                    raise ValueError(f"no ':' at {self.i}")
+                self.i += 1
+                result[key] = self.value(depth + 1)
+            except _Cut as cut:
+                if cut.value is not None:  # a container cut off: kept, as far as it went
+                    result[key] = cut.value
+                self.ended(result)
+                raise
             c = self.peek()
+            self.ended(result)
             if c == ",":
                 self.i += 1
             elif c != "}":
@@ -110,11 +158,20 @@ class _Reader:
     def array(self, depth: int) -> list[Any]:
         result: list[Any] = []
         while True:
-            if self.peek() == "]":
+            c = self.peek()
+            self.ended(result)
+            if c == "]":
                 self.i += 1
                 return result
-            result.append(self.value(depth + 1))
+            try:
+                result.append(self.value(depth + 1))
+            except _Cut as cut:
+                if cut.value is not None:
+                    result.append(cut.value)
+                self.ended(result)
+                raise
             c = self.peek()
+            self.ended(result)
             if c == ",":
                 self.i += 1
             elif c != "]":
@@ -127,6 +184,7 @@ class _Reader:
         if match := _IDENT.match(self.text, self.i):
             self.i = match.end()
             return match.group()
+        self.ended()
         raise ValueError(f"no key at {self.i}")
 
     def string(self) -> str:
@@ -162,4 +220,5 @@ class _Reader:
                 out.append(_ESCAPES[e])
             else:
                 raise ValueError(f"bad escape at {self.i - 1}")
+        self.ended()
         raise ValueError("unterminated string")

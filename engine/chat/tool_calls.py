@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.chat.json_scan import WS, CallScanner, CallState, Scan, ValueScanner, arguments_text
-from engine.chat.near_json import MAX_CHARS, loads_near_json
+from engine.chat.near_json import MAX_CHARS, loads_cut_near_json, loads_near_json
 
 
 class ToolCallFormat(enum.StrEnum):
@@ -597,13 +597,15 @@ class ToolCallParser:
 
     def _finish_json(self, rest: str) -> None:
         """The output ended inside the reply-start JSON value: near-JSON with a brace short
-        (``{{...}``, as Qwen2.5-Coder writes after a tool result) or a closing tag after it."""
+        (``{{...}``, as Qwen2.5-Coder writes after a tool result), a closing tag after it, or
+        a call cut off by the token limit after its arguments (Qwen2.5-Coder goes on with a
+        made-up ``"response"``)."""
         self._held += rest
         text = self._json_text().rstrip(WS)
         for tail in (_HERMES_CLOSE, _FENCE):
             if text.endswith(tail):
                 text = text[: -len(tail)].rstrip(WS)
-        calls = _generic_calls(text, self.tool_names)
+        calls = _generic_calls(text, self.tool_names) or _cut_call(text, self.tool_names)
         if not calls:
             self._content(self._held)
             return
@@ -669,6 +671,21 @@ def _generic_calls(raw: str, tool_names: frozenset[str] | None) -> list[tuple[st
     if not calls or any(call is None for call in calls):
         return None
     return [call for call in calls if call is not None]
+
+
+def _cut_call(text: str, tool_names: frozenset[str] | None) -> list[tuple[str, str]] | None:
+    """One call object that the output's end cut off, if its name and arguments were whole."""
+    try:
+        value, still_open = loads_cut_near_json(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    arguments = value.get("arguments", value.get("parameters"))
+    if not isinstance(arguments, dict) or id(arguments) in still_open:
+        return None
+    call = _call_of(value, tool_names)
+    return [call] if call is not None else None
 
 
 def parse_tool_calls(

@@ -327,6 +327,13 @@ QWEN_OUTPUTS = [
         ("get_weather", "get_time"),
         [("get_weather", '{"city": "Paris"}')],
     ),
+    (  # after a tool result, greedy, with the prompt cache in another state: a made-up
+        # "response" after the arguments, cut off by max_tokens=48
+        '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  },\n'
+        '  "response": {\n    "temperature_c": 21,\n    "sky": "sunny"\n',
+        ("get_weather",),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
     (  # "What is the weather in Paris?", seed 1
         '{\n    "name": "get_weather",\n    "arguments": {\n        "city": "Paris"\n    }\n}',
         ("get_weather",),
@@ -471,6 +478,20 @@ def test_an_apostrophe_in_words_does_not_hold_the_reply_back() -> None:
     parser = ToolCallParser(F.HERMES, tool_names=NAMES)
     assert parser.feed("{'name': 'now', 'x': '}'") == []  # a quoted '}' does not end it
     assert [type(e) for e in parser.feed("}")] == [ToolCallBegin, ToolCallArgs]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "get_weather", "arguments": {"city": "Pa',  # its arguments cut: not a call
+        '{"name": "get_weather", "arguments": {"n": 12',
+        '{"name": "get_weather", "argum',
+        '{"name": "get_wea',
+        '{"name": "not_offered", "arguments": {}, "x": 1',
+    ],
+)
+def test_a_reply_start_call_cut_before_its_arguments_ended_is_content(text: str) -> None:
+    assert parse_tool_calls(text, F.HERMES, NAMES) == (text, [])
 
 
 def test_near_json_values() -> None:
