@@ -13,6 +13,8 @@ import json
 import string
 from collections.abc import Callable
 
+from engine.chat.near_json import loads_near_json
+
 
 class Scan(enum.Enum):
     MORE = "more"  # consumed, the value goes on
@@ -24,27 +26,37 @@ class Scan(enum.Enum):
 WS = " \t\r\n"  # JSON's whitespace
 _NAME_KEYS = ("name",)
 _ARGS_KEYS = ("arguments", "parameters")
+_PYTHON_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _SCALAR_CHARS = frozenset(string.ascii_letters + string.digits + ".+-")
 
 
 class ValueScanner:
-    """Where one JSON value ends, fed a character at a time (its syntax is not checked)."""
+    """Where one JSON value ends, fed a character at a time (its syntax is not checked).
+    Strings in single quotes count as strings too where a key or value may start (``'`` is
+    never outside a string in JSON, near-JSON has them: ``engine/chat/near_json.py``, and
+    an apostrophe in words, as in ``[I don't]``, is not one)."""
 
-    __slots__ = ("_depth", "_escape", "_in_string", "kind")
+    __slots__ = ("_depth", "_escape", "_in_string", "_last", "_quote", "kind")
 
     def __init__(self) -> None:
         self.kind = ""  # "container", "string", "scalar"; "" before the first character
+        self._last = ""  # in a container: its last character outside strings and space
         self._depth = 0
         self._in_string = False
+        self._quote = '"'
         self._escape = False
+
+    @property
+    def in_string(self) -> bool:
+        return self._in_string
 
     def push(self, c: str) -> Scan:
         if not self.kind:
             if c in "{[":
-                self.kind, self._depth = "container", 1
+                self.kind, self._depth, self._last = "container", 1, c
                 return Scan.MORE
-            if c == '"':
-                self.kind, self._in_string = "string", True
+            if c in "\"'":
+                self.kind, self._in_string, self._quote = "string", True, c
                 return Scan.MORE
             if c in _SCALAR_CHARS:
                 self.kind = "scalar"
@@ -55,8 +67,8 @@ class ValueScanner:
                 self._escape = False
             elif c == "\\":
                 self._escape = True
-            elif c == '"':
-                self._in_string = False
+            elif c == self._quote:
+                self._in_string, self._last = False, c
                 if self.kind == "string":
                     return Scan.END_WITH
             return Scan.MORE
@@ -64,8 +76,9 @@ class ValueScanner:
             if c in _SCALAR_CHARS:
                 return Scan.MORE
             return Scan.END_BEFORE if c in WS or c in ",}]" else Scan.ERROR
-        if c == '"':
-            self._in_string = True
+        last, self._last = self._last, c if c not in WS else self._last
+        if c == '"' or (c == "'" and last in "{[,:"):
+            self._in_string, self._quote = True, c
         elif c in "{[":
             self._depth += 1
         elif c in "}]":
@@ -103,9 +116,13 @@ class CallScanner:
         self._current = ""  # the key whose value is being read
         self._value: ValueScanner | None = None
         self._raw: list[str] = []  # the current value's text, when it is not streamed
-        self._args_mode = ""  # "" not seen; "stream": passed on as read; "buffer"; "done"
+        # "" not seen; "open": its "{" read, not yet known how it goes on; "stream": passed
+        # on as read (JSON); "buffer": read whole (not an object, or near-JSON); "done"
+        self._args_mode = ""
         self._buffered_args: str | None = None  # arguments read before the name
         self._pending: list[str] = []  # argument text read in this feed, not yet emitted
+        self._comma: list[str] = []  # a comma in streamed arguments and the space after it
+        self._word: list[str] = []  # letters outside strings in streamed arguments
 
     @property
     def finished(self) -> bool:
@@ -126,10 +143,7 @@ class CallScanner:
                     continue
                 if result is not Scan.END_BEFORE:
                     i += 1
-                    if self._args_mode == "stream" and self._current in _ARGS_KEYS:
-                        self._pending.append(c)
-                    else:
-                        self._raw.append(c)
+                    self._take_value_char(c)
                 if result is not Scan.MORE:
                     self._value_done(begin, args)
             elif state is CallState.KEY:
@@ -172,19 +186,51 @@ class CallScanner:
                 self._value = ValueScanner()
                 self._raw = []
                 if self._current in _ARGS_KEYS and not self._args_mode:
-                    self._args_mode = "stream" if c == "{" and self.begun else "buffer"
+                    self._args_mode = "open" if c == "{" and self.begun else "buffer"
                 self.state = CallState.VALUE
             else:
                 self._break()
         self._flush(args)
         return i
 
+    def _take_value_char(self, c: str) -> None:
+        mode = self._args_mode if self._current in _ARGS_KEYS else ""
+        if mode == "open":  # "{" read: streamed if JSON follows, read whole if near-JSON does
+            self._raw.append(c)
+            if len(self._raw) > 1 and c not in WS:
+                if c in '"}':
+                    self._args_mode = "stream"
+                    self._pending, self._raw = self._raw, []
+                else:
+                    self._args_mode = "buffer"
+        elif mode == "stream":
+            assert self._value is not None
+            if c.isalpha() and not self._value.in_string:  # a word: true, or Python's True
+                self._word.append(c)
+                return
+            if self._word:
+                word = "".join(self._word)
+                self._pending.append(_PYTHON_LITERALS.get(word, word))
+                self._word = []
+            if self._comma:  # a comma held: dropped if a closing bracket follows (trailing)
+                if c in WS:
+                    self._comma.append(c)
+                    return
+                self._pending += self._comma[1:] if c in "}]" else self._comma
+                self._comma = []
+            if c == "," and not self._value.in_string:
+                self._comma = [c]
+            else:
+                self._pending.append(c)
+        else:
+            self._raw.append(c)
+
     def _value_done(self, begin: Callable[[str], None], args: Callable[[str], None]) -> None:
         self.state = CallState.AFTER_VALUE
         key = self._current
         if key in _NAME_KEYS and self.name is None:
             try:
-                name = json.loads("".join(self._raw))
+                name = loads_near_json("".join(self._raw))
             except ValueError:
                 name = None
             if not isinstance(name, str) or not name or not self.accept_name(name):
@@ -226,6 +272,8 @@ class CallScanner:
 
     def _break(self) -> None:
         # Before its name a broken object is not a call; after, the call ends where it broke.
+        if self.begun and not self.args_fragments and self._args_mode not in ("stream", "done"):
+            self._pending = ["{}"]  # (emitted by the feed's flush)
         self.broken = self.begun
         self.state = CallState.DONE if self.begun else CallState.REJECTED
 
@@ -239,16 +287,21 @@ class CallScanner:
 
 
 def arguments_text(raw: str) -> str:
-    """Arguments that were not an object literal: a JSON string holding an object's text
-    (some models write that) is unwrapped; anything else that is not an object is ``{}``."""
+    """Arguments read whole, as JSON text: an object (near-JSON written as JSON), or a
+    string holding an object's text (some models write that) unwrapped; anything else
+    that is not an object is ``{}``."""
     try:
-        value = json.loads(raw)
+        value = loads_near_json(raw)
     except ValueError:
         return "{}"
     if isinstance(value, str):
         try:
             inner = json.loads(value)
         except ValueError:
-            return "{}"
+            try:
+                inner = loads_near_json(value)
+            except ValueError:
+                return "{}"
+            return json.dumps(inner, ensure_ascii=False) if isinstance(inner, dict) else "{}"
         return value if isinstance(inner, dict) else "{}"
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else "{}"

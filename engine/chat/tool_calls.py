@@ -3,17 +3,19 @@
 ``ToolCallParser(fmt).feed(text)`` returns events: ``ContentDelta`` (text for the user),
 ``ToolCallBegin`` (a call's index, id and function name, once) and ``ToolCallArgs`` (a
 fragment of that call's arguments). A call's fragments, joined, are the arguments the model
-wrote (a JSON object's text); a fragment is never taken back. Text that may be the start
-of a call is held back until it resolves, so a call's syntax never shows up as content,
-and the events do not depend on how the output was cut into deltas (only how finely they
-are split). Pure: imports neither llama.cpp nor Qt.
+wrote, as a JSON object's text (near-JSON rewritten as JSON); a fragment is never taken
+back. Text that may be the start of a call is held back until it resolves, so a call's
+syntax never shows up as content, and the events do not depend on how the output was
+cut into deltas (only how finely they are split). Pure: imports neither llama.cpp nor Qt.
 
 Formats (``ToolCallFormat``):
 
 - ``HERMES`` (Qwen 2.5/3, Hermes, the fallback prompt of ``tool_prompt``):
   ``<tool_call>\\n{"name": "f", "arguments": {...}}\\n</tool_call>``, one block per call,
-  after any text; and, as llama.cpp's Hermes parser allows, a reply that starts with the
-  call's JSON bare or fenced in ``` (small Qwen coders write that), read as ``GENERIC``.
+  after any text (a missing ``</tool_call>`` is forgiven); and, as llama.cpp's Hermes parser
+  allows, a reply that starts with the call's JSON bare or fenced in ``` (small Qwen coders
+  write that), read as ``GENERIC``, and further calls after it (bare, after ``,``/``;``/a
+  line break, or fenced again).
 - ``LLAMA3_JSON`` (Llama 3.1-3.3): the reply is ``{"name": "f", "parameters": {...}}``
   (``"arguments"`` accepted too), maybe after ``<|python_tag|>``, calls separated by ``;``
   or whitespace. A reply that does not start with ``{`` is content.
@@ -26,6 +28,13 @@ Formats (``ToolCallFormat``):
 
 For the bare-JSON formats (``LLAMA3_JSON``, ``GENERIC``) pass ``tool_names``: a JSON reply
 naming no offered tool is then content, not a call.
+
+Near-JSON (``engine/chat/near_json.py``: doubled braces ``{{...}}`` copied from a template,
+single quotes, Python's ``True``/``False``/``None``, bare keys, trailing commas) is read
+where a call is read whole: a reply-start call, a ``<tool_call>`` block that is not JSON
+(held until its closing tag, then read at once), arguments that are not an object literal.
+Arguments that start as JSON (``{"`` or ``{}``) stream as written, a trailing comma dropped
+and Python's literals written as JSON's; ``{'``, ``{{`` or another start is read whole.
 """
 
 from __future__ import annotations
@@ -38,7 +47,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from engine.chat.json_scan import WS, CallScanner, CallState, Scan, ValueScanner
+from engine.chat.json_scan import WS, CallScanner, CallState, Scan, ValueScanner, arguments_text
+from engine.chat.near_json import MAX_CHARS, loads_cut_near_json, loads_near_json
 
 
 class ToolCallFormat(enum.StrEnum):
@@ -95,6 +105,7 @@ class _P(enum.Enum):
     CALL = "call"  # inside a call object
     CLOSE = "close"  # after a call object: its closing tag, if the format has one
     SKIP = "skip"  # a broken call: dropped up to its closing tag
+    LENIENT = "lenient"  # HERMES: a block that is not JSON, read whole at its closing tag
     BETWEEN = "between"  # between calls of a list
     NAME = "name"  # MISTRAL's [TOOL_CALLS]name[ARGS]
     ARGS = "args"  # MISTRAL's arguments after [ARGS]
@@ -143,6 +154,7 @@ class ToolCallParser:
         # After a reply-start JSON value (GENERIC's, or HERMES's bare/fenced call): what follows.
         self._rest_phase = _P.TEXT if fmt is ToolCallFormat.HERMES else _P.CONTENT
         self._json_mode = False  # in the reply-start JSON value or its closing fence
+        self._json_skip = 0  # the held separator before a further bare call ("," or ";")
 
     @property
     def calls(self) -> int:
@@ -212,6 +224,11 @@ class ToolCallParser:
         elif self._phase is _P.ARGS:
             if self._scanner is not None and not self._scanner.args_fragments:
                 self._args("{}")
+        elif self._phase is _P.LENIENT:
+            self._held += rest
+            self._resolve_lenient("")
+        elif self._phase is _P.JSON and self._value is not None:
+            self._finish_json(rest)
         elif self._phase is not _P.SKIP:
             self._content(self._held + rest)
         self._held = ""
@@ -272,6 +289,12 @@ class ToolCallParser:
         held, self._held = self._held, ""
         self._scanner = None
         fmt = self.format
+        if scanner.state is CallState.REJECTED and fmt is ToolCallFormat.HERMES and held.startswith(
+            _HERMES_OPEN
+        ):  # not JSON: maybe near-JSON, read when the block is whole
+            self._held = held
+            self._phase = _P.LENIENT
+            return True
         if scanner.state is CallState.REJECTED:  # not a call: its text is content
             self._phase = (
                 _P.CONTENT if fmt in (ToolCallFormat.LLAMA3_JSON, ToolCallFormat.GENERIC) else _P.TEXT
@@ -292,6 +315,8 @@ class ToolCallParser:
     # HERMES ------------------------------------------------------------------------------
 
     def _step_hermes(self, phase: _P) -> bool:
+        if phase is _P.LENIENT:
+            return self._step_lenient()
         if phase is _P.TEXT:
             if self._find_tag(_HERMES_OPEN):
                 self._start_call(_HERMES_OPEN, strict=False)
@@ -316,6 +341,38 @@ class ToolCallParser:
         hold = _held_prefix(self._buffer, _HERMES_CLOSE)
         self._buffer = self._buffer[len(self._buffer) - hold :]
         return False
+
+    def _step_lenient(self) -> bool:
+        """A ``<tool_call>`` block held whole, then read as near-JSON (``near_json``); its
+        closing tag missing, the next block's opening ends it."""
+        ends = [i for i in (self._buffer.find(_HERMES_CLOSE), self._buffer.find(_HERMES_OPEN)) if i >= 0]
+        index = min(ends, default=-1)
+        if index < 0:
+            hold = max(_held_prefix(self._buffer, _HERMES_CLOSE), _held_prefix(self._buffer, _HERMES_OPEN))
+            self._held += self._buffer[: len(self._buffer) - hold]
+            self._buffer = self._buffer[len(self._buffer) - hold :]
+            if len(self._held) > MAX_CHARS:  # too long to be a call: content
+                self._content(self._held)
+                self._held = ""
+                self._phase = _P.TEXT
+            return False
+        self._held += self._buffer[:index]
+        close = _HERMES_CLOSE if self._buffer.startswith(_HERMES_CLOSE, index) else ""
+        self._buffer = self._buffer[index + len(close) :]
+        self._resolve_lenient(close)
+        return True
+
+    def _resolve_lenient(self, close: str) -> None:
+        block, self._held = self._held, ""
+        calls = _generic_calls(_unfenced(block[len(_HERMES_OPEN) :]), None)
+        self._phase = _P.TEXT
+        if not calls:
+            self._content(block + close)
+            return
+        for name, arguments in calls:
+            self._begin(name)
+            self._args(arguments)
+        self._strip_lead = True
 
     # LLAMA3_JSON -----------------------------------------------------------------------
 
@@ -485,10 +542,25 @@ class ToolCallParser:
                 return False
             if stripped.startswith(_FENCE):
                 self._buffer = stripped[len(_FENCE) :]
+                self._fenced = self._json_mode = False
+                self._phase = _P.START  # another call may follow, fenced or bare
+                return True
+        else:  # another bare call may follow, after "," or ";" or a line break
+            rest = stripped[1:].lstrip(WS) if stripped[:1] in (",", ";") else stripped
+            if not rest:
+                return False
+            if rest[0] == "{":
+                separator = self._buffer[: len(self._buffer) - len(rest)]
+                self._held, self._json_skip = separator, len(separator)
+                self._buffer = rest
+                self._value = ValueScanner()
+                self._phase = _P.JSON
+                return True
         self._leave_json()
         return True
 
     def _leave_json(self) -> None:
+        self._json_skip = 0
         self._json_mode = False
         self._fenced = False
         self._value = None
@@ -523,14 +595,44 @@ class ToolCallParser:
         self._phase = _P.CLOSE
         return True
 
+    def _finish_json(self, rest: str) -> None:
+        """The output ended inside the reply-start JSON value: near-JSON with a brace short
+        (``{{...}``, as Qwen2.5-Coder writes after a tool result), a closing tag after it, or
+        a call cut off by the token limit after its arguments (Qwen2.5-Coder goes on with a
+        made-up ``"response"``)."""
+        self._held += rest
+        text = self._json_text().rstrip(WS)
+        for tail in (_HERMES_CLOSE, _FENCE):
+            if text.endswith(tail):
+                text = text[: -len(tail)].rstrip(WS)
+        calls = _generic_calls(text, self.tool_names) or _cut_call(text, self.tool_names)
+        if not calls:
+            self._content(self._held)
+            return
+        for name, arguments in calls:
+            self._begin(name)
+            self._args(arguments)
+
     def _json_text(self) -> str:
-        text = self._held.lstrip(WS)
+        text = self._held[self._json_skip :].lstrip(WS)
         if self._fenced:
             text = text[text.find("\n") + 1 :]
         return text
 
 
 _MAX_NAME = 64
+
+
+def _unfenced(text: str) -> str:
+    """A block's text without the ``` fence (```json) a model may have put around it."""
+    text = text.strip(WS)
+    if text.startswith(_FENCE):
+        line_end = text.find("\n")
+        if line_end >= 0 and text[len(_FENCE) : line_end].strip().lower() in ("", "json"):
+            text = text[line_end + 1 :].rstrip(WS)
+            if text.endswith(_FENCE):
+                text = text[: -len(_FENCE)]
+    return text
 
 
 def _call_of(item: Any, tool_names: frozenset[str] | None) -> tuple[str, str] | None:
@@ -542,12 +644,11 @@ def _call_of(item: Any, tool_names: frozenset[str] | None) -> tuple[str, str] | 
     if not isinstance(name, str) or not name or (tool_names is not None and name not in tool_names):
         return None
     arguments = item.get("arguments", item.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            parsed = json.loads(arguments)
-        except ValueError:
+    if isinstance(arguments, str):  # an object's text, as OpenAI sends arguments
+        text = arguments_text(json.dumps(arguments))
+        if text == "{}" and arguments.strip() != "{}":
             return None
-        return (name, arguments) if isinstance(parsed, dict) else None
+        return name, text
     if not isinstance(arguments, dict):
         return None
     return name, json.dumps(arguments, ensure_ascii=False)
@@ -555,7 +656,7 @@ def _call_of(item: Any, tool_names: frozenset[str] | None) -> tuple[str, str] | 
 
 def _generic_calls(raw: str, tool_names: frozenset[str] | None) -> list[tuple[str, str]] | None:
     try:
-        value = json.loads(raw)
+        value = loads_near_json(raw)
     except ValueError:
         return None
     if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
@@ -570,6 +671,21 @@ def _generic_calls(raw: str, tool_names: frozenset[str] | None) -> list[tuple[st
     if not calls or any(call is None for call in calls):
         return None
     return [call for call in calls if call is not None]
+
+
+def _cut_call(text: str, tool_names: frozenset[str] | None) -> list[tuple[str, str]] | None:
+    """One call object that the output's end cut off, if its name and arguments were whole."""
+    try:
+        value, still_open = loads_cut_near_json(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    arguments = value.get("arguments", value.get("parameters"))
+    if not isinstance(arguments, dict) or id(arguments) in still_open:
+        return None
+    call = _call_of(value, tool_names)
+    return [call] if call is not None else None
 
 
 def parse_tool_calls(

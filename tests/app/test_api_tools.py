@@ -36,6 +36,11 @@ ASK = [{"role": "user", "content": "weather?"}]
 # A Hermes call cut where a model's tokens would cut it: the name, the arguments mid-string.
 CALL_PIECES = ('{"name":\u2581"get_weather",\u2581', '"arguments":\u2581{"unit":\u2581"cel', 'sius"}}')
 CALL_SCRIPT = ("<tool_call>", *CALL_PIECES, "</tool_call>")
+# What Qwen2.5-Coder 1.5B writes after a tool result (its greedy output, tests/engine/
+# test_tool_calls.py's QWEN_OUTPUTS): its template's doubled braces, one closing brace short.
+DOUBLED_PIECES = (
+    '{{"name":', '\u2581"get_weather",', '\u2581"arguments":', '\u2581{"unit":', '\u2581"celsius"}}'
+)
 # Thinking whose closing tag arrives in three tokens, then the answer.
 THINK_SCRIPT = ("<think>", "h", "m", "</", "think", ">", "o", "k")
 THINKING_TEMPLATE = DEFAULT_CHAT_TEMPLATE.replace(
@@ -59,6 +64,17 @@ def caller(tmp_path_factory: pytest.TempPathFactory):
     model, server = _serve(
         tmp_path_factory.mktemp("api-tools") / "caller.gguf",
         script=CALL_SCRIPT, control_tokens=("<tool_call>", "</tool_call>"), extra_tokens=CALL_PIECES,
+    )  # fmt: skip
+    yield server
+    server.__exit__(None, None, None)
+    model.unload()
+
+
+@pytest.fixture(scope="module")
+def doubler(tmp_path_factory: pytest.TempPathFactory):
+    model, server = _serve(
+        tmp_path_factory.mktemp("api-doubled") / "doubler.gguf",
+        script=DOUBLED_PIECES, extra_tokens=DOUBLED_PIECES,
     )  # fmt: skip
     yield server
     server.__exit__(None, None, None)
@@ -177,6 +193,47 @@ def test_a_tool_result_round_trip_is_accepted(caller: ServerThread) -> None:
     assert status == 200, body
     # The template without tool support gets the fallback prompt: the result reaches it.
     assert body["usage"]["prompt_tokens"] > first.usage.prompt_tokens
+
+
+def _round_trip(call_id: str) -> list[dict]:
+    return [
+        *ASK,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"unit": "celsius"}'}}
+        ]},
+        {"role": "tool", "tool_call_id": call_id, "content": '{"temp": 17}'},
+    ]  # fmt: skip
+
+
+def test_doubled_braces_are_a_call_whole_streamed_and_after_a_tool_result(doubler: ServerThread) -> None:
+    client = doubler.client()
+    for messages in (ASK, _round_trip("call_1")):
+        whole = client.chat.completions.create(
+            model="m", messages=messages, tools=[WEATHER], extra_body=GREEDY
+        )
+        choice = whole.choices[0]
+        assert choice.message.content is None and choice.finish_reason == "tool_calls"
+        (call,) = choice.message.tool_calls
+        assert call.function.name == "get_weather"
+        assert json.loads(call.function.arguments) == {"unit": "celsius"}
+        chunks = list(
+            client.chat.completions.create(
+                model="m", messages=messages, tools=[WEATHER], stream=True, extra_body=GREEDY
+            )
+        )
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        assert not any(d.content for d in deltas)  # the braces never show up as content
+        calls = [call for d in deltas for call in d.tool_calls or []]
+        assert calls[0].function.name == "get_weather" and calls[0].id.startswith("call_")
+        assert json.loads("".join(c.function.arguments or "" for c in calls)) == {"unit": "celsius"}
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_without_tools_doubled_braces_are_content(doubler: ServerThread) -> None:
+    reply = doubler.client().chat.completions.create(model="m", messages=ASK, extra_body=GREEDY)
+    assert reply.choices[0].message.content == '{{"name": "get_weather", "arguments": {"unit": "celsius"}}'
+    assert reply.choices[0].message.tool_calls is None
 
 
 def test_required_and_named_choices_force_a_call_on_a_random_model(random_server: ServerThread) -> None:

@@ -32,6 +32,7 @@ from engine.chat import (
     split_reasoning,
     tool_choice_grammar,
 )
+from engine.chat.near_json import loads_near_json
 from engine.chat.tool_prompt import plain_tool_turns, tools_system_prompt
 from engine.errors import InvalidChatRequest
 from engine.grammar import Grammar
@@ -276,6 +277,232 @@ def test_call_ids_look_like_openais() -> None:
     assert all(i.startswith("call_") and len(i) == 29 and i[5:].isalnum() for i in ids)
     begin = ToolCallParser(F.HERMES).feed('<tool_call>{"name": "now", "arguments": {}}</tool_call>')[0]
     assert isinstance(begin, ToolCallBegin) and begin.id.startswith("call_")
+
+
+# --------------------------------------------------------------------------- near-JSON
+
+# Qwen2.5-Coder 1.5B Instruct (Q4_K_M) through Hearth's API with the openai SDK, its text
+# exactly as written (scenario, sampling). Its template shows the call as
+# {{"name": <function-name>, "arguments": <args-json-object>}}, and it copies the braces.
+QWEN_OUTPUTS = [
+    (  # after a tool result, asked nothing new (a langchain ToolMessage round trip); greedy
+        '{{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        ("get_weather",),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    (  # the same, seed 3
+        '{{"name": "get_weather", "arguments": {"city": "Paris"}}}',
+        ("get_weather",),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    (  # "What is the weather in Paris and in Tokyo?", seed 1
+        '{{"name": "get_weather", "arguments": {"city": ["Paris", "Tokyo"]}}}',
+        ("get_weather",),
+        [("get_weather", '{"city": ["Paris", "Tokyo"]}')],
+    ),
+    (  # "Use the tool to add 17 and 25.", seed 1
+        '{{"name": "add", "arguments": {"a": 17, "b": 25}}}',
+        ("add",),
+        [("add", '{"a": 17, "b": 25}')],
+    ),
+    (  # two tools, "What time is it in Tokyo, and what is the weather there?", seed 1
+        '{{"name": "get_time", "arguments": {"city": "Tokyo"}}}, '
+        '{{"name": "get_weather", "arguments": {"city": "Tokyo"}}}',
+        ("get_weather", "get_time"),
+        [("get_time", '{"city": "Tokyo"}'), ("get_weather", '{"city": "Tokyo"}')],
+    ),
+    (  # the same question, seed 3: two fenced calls
+        '```json\n{\n  "name": "get_time",\n  "arguments": {\n    "city": "Tokyo"\n  }\n}\n```\n\n'
+        '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Tokyo"\n  }\n}\n```',
+        ("get_weather", "get_time"),
+        [("get_time", '{"city": "Tokyo"}'), ("get_weather", '{"city": "Tokyo"}')],
+    ),
+    (  # "What is the weather in Paris?", greedy (parsed before near-JSON too)
+        '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  }\n}\n```',
+        ("get_weather",),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    (  # after a tool result, offered two tools, seed 4: a fence with no language
+        '```\n{\n  "name": "get_weather",\n  "arguments": {"city": "Paris"}\n}\n```',
+        ("get_weather", "get_time"),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    (  # after a tool result, greedy, with the prompt cache in another state: a made-up
+        # "response" after the arguments, cut off by max_tokens=48
+        '```json\n{\n  "name": "get_weather",\n  "arguments": {\n    "city": "Paris"\n  },\n'
+        '  "response": {\n    "temperature_c": 21,\n    "sky": "sunny"\n',
+        ("get_weather",),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+    (  # "What is the weather in Paris?", seed 1
+        '{\n    "name": "get_weather",\n    "arguments": {\n        "city": "Paris"\n    }\n}',
+        ("get_weather",),
+        [("get_weather", '{"city": "Paris"}')],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "names", "calls"), QWEN_OUTPUTS)
+@settings(max_examples=30, deadline=None)
+@given(cuts=st.lists(st.integers(0, 10_000), max_size=12))
+def test_real_qwen_outputs_are_calls_however_they_stream(
+    text: str, names: tuple[str, ...], calls: list[tuple[str, str]], cuts: list[int]
+) -> None:
+    assert parse_tool_calls(text, F.HERMES, names) == ("", calls)
+    for pieces in (cut(text, cuts), list(text)):
+        events = run(F.HERMES, pieces, names)
+        assert not any(isinstance(e, ContentDelta) for e in events)  # nothing leaks as content
+        assert [json.loads(a) for _, a in _calls(events)] == [json.loads(a) for _, a in calls]
+
+
+def _calls(events: list[OutputEvent]) -> list[tuple[str, str]]:
+    calls: list[list[str]] = []
+    for event in events:
+        if isinstance(event, ToolCallBegin):
+            calls.append([event.name, ""])
+        elif isinstance(event, ToolCallArgs):
+            calls[event.index][1] += event.fragment
+    return [(name, arguments) for name, arguments in calls]
+
+
+def test_a_doubled_brace_reply_is_held_back_until_it_resolves() -> None:
+    parser = ToolCallParser(F.HERMES, tool_names=("get_weather",), make_id=lambda: "id")
+    assert parser.feed('{{"name": "get_weather", "arguments": {"city": "Paris"}}') == []
+    assert parser.finish() == [ToolCallBegin(0, "id", "get_weather"), ToolCallArgs(0, '{"city": "Paris"}')]
+
+
+# Each near-JSON form accepted (docs/API.md lists them), in a <tool_call> block and bare.
+WEATHER_PARIS = [("get_weather", '{"city": "Paris"}')]
+NEAR_JSON_CALLS = [
+    '{{"name": "get_weather", "arguments": {"city": "Paris"}}}',  # doubled braces
+    '{{"name": "get_weather", "arguments": {{"city": "Paris"}}}}',  # doubled everywhere
+    '{{"name": "get_weather", "arguments": {"city": "Paris"}}',  # doubled, one brace short
+    "{'name': 'get_weather', 'arguments': {'city': 'Paris'}}",  # Python's quotes
+    '{"name": "get_weather", "arguments": {\'city\': \'Paris\'}}',  # quotes mixed
+    '{name: "get_weather", arguments: {city: "Paris"}}',  # bare keys
+    '{"name": "get_weather", "arguments": {"city": "Paris",},}',  # trailing commas
+    '{"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}',  # arguments as a string
+    '{"name": "get_weather", "arguments": "{\'city\': \'Paris\'}"}',  # ... of near-JSON
+]
+
+
+@pytest.mark.parametrize("call", NEAR_JSON_CALLS)
+def test_near_json_calls_parse_tagged_and_bare(call: str) -> None:
+    for text in (f"<tool_call>\n{call}\n</tool_call>", call, f"```json\n{call}\n```"):
+        content, calls = parse_tool_calls(text, F.HERMES, NAMES)
+        assert (content, [(n, json.loads(a)) for n, a in calls]) == ("", [("get_weather", {"city": "Paris"})])
+        events = run(F.HERMES, list(text))
+        assert not any(isinstance(e, ContentDelta) for e in events)
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "calls"),
+    [
+        (  # a missing </tool_call>, then another call
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+            '<tool_call>\n{"name": "now", "arguments": {}}',
+            "",
+            [*WEATHER_PARIS, ("now", "{}")],
+        ),
+        (  # near-JSON with a missing </tool_call>, then another call
+            "<tool_call>\n{'name': 'get_weather', 'arguments': {'city': 'Paris'}}\n"
+            '<tool_call>\n{"name": "now", "arguments": {}}</tool_call>',
+            "",
+            [*WEATHER_PARIS, ("now", "{}")],
+        ),
+        (  # a code fence inside the block
+            '<tool_call>\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+            "```\n</tool_call>",
+            "",
+            WEATHER_PARIS,
+        ),
+        (  # a list of calls in one block
+            '<tool_call>\n[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+            '{"name": "now"}]\n</tool_call>',
+            "",
+            [*WEATHER_PARIS, ("now", "{}")],
+        ),
+        (  # bare calls one a line, then text
+            '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+            '{"name": "now", "arguments": {}}\nDone.',
+            "Done.",
+            [*WEATHER_PARIS, ("now", "{}")],
+        ),
+        (  # Python's literals
+            "<tool_call>{'name': 'get_weather', 'arguments': {'city': 'Paris', 'metric': True, 'x': None}}"
+            "</tool_call> ok",
+            "ok",
+            [("get_weather", '{"city": "Paris", "metric": true, "x": null}')],
+        ),
+        (  # Python's literals in streamed arguments
+            '<tool_call>{"name": "get_weather", "arguments": {"city": "True", "metric": True, '
+            '"x": None}}</tool_call>',
+            "",
+            [("get_weather", '{"city": "True", "metric": true, "x": null}')],
+        ),
+        (  # broken after its name: the call keeps its name, with no arguments
+            '<tool_call>\n{"name": "get_weather" "arguments": {}}\n</tool_call>',
+            "",
+            [("get_weather", "{}")],
+        ),
+        (  # a trailing comma in streamed arguments is dropped, the rest streams as written
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", }}\n</tool_call>',
+            "",
+            [("get_weather", '{"city": "Paris" }')],
+        ),
+    ],
+)
+def test_near_json_forms(text: str, content: str, calls: list[tuple[str, str]]) -> None:
+    assert parse_tool_calls(text, F.HERMES, NAMES) == (content, calls)
+    assert normalized(run(F.HERMES, list(text))) == normalized(run(F.HERMES, [text]))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<tool_call>\n{'name': 'get_weather', 'arguments': {'city': __import__('os').getcwd()}}</tool_call>",
+        "<tool_call>\nget_weather(city='Paris')\n</tool_call>",  # a Python call is not read, let alone run
+        "<tool_call>\n{'name': 'get_weather' 'arguments': {}}\n</tool_call>",  # a comma missing
+        "<tool_call>\n{'name': 'get_weather', 'arguments': {'city': 'Par\n</tool_call>",  # a string not ended
+        "<tool_call>\n{{'name': 'get_weather', 'arguments': {'city': '" + "x" * 40_000 + "'}}}\n</tool_call>",
+    ],
+)
+def test_what_is_not_near_json_stays_content(text: str) -> None:
+    content, calls = parse_tool_calls(text, F.HERMES, NAMES)
+    assert calls == [] and content == text.strip()
+
+
+def test_an_apostrophe_in_words_does_not_hold_the_reply_back() -> None:
+    parser = ToolCallParser(F.HERMES, tool_names=NAMES)
+    assert parser.feed("[I don't know] the weather") == [ContentDelta("[I don't know] the weather")]
+    parser = ToolCallParser(F.HERMES, tool_names=NAMES)
+    assert parser.feed("{'name': 'now', 'x': '}'") == []  # a quoted '}' does not end it
+    assert [type(e) for e in parser.feed("}")] == [ToolCallBegin, ToolCallArgs]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "get_weather", "arguments": {"city": "Pa',  # its arguments cut: not a call
+        '{"name": "get_weather", "arguments": {"n": 12',
+        '{"name": "get_weather", "argum',
+        '{"name": "get_wea',
+        '{"name": "not_offered", "arguments": {}, "x": 1',
+    ],
+)
+def test_a_reply_start_call_cut_before_its_arguments_ended_is_content(text: str) -> None:
+    assert parse_tool_calls(text, F.HERMES, NAMES) == (text, [])
+
+
+def test_near_json_values() -> None:
+    assert loads_near_json('{{"a": {"b": [1, 2.5e3, -0,]}}}') == {"a": {"b": [1, 2500.0, 0]}}
+    assert loads_near_json("'it\\'s \\u00e9 \\ud83d\\ude00 \"q\"'") == "it's é 😀 \"q\""
+    assert loads_near_json("{a_1: False, 'b': null, c: None}") == {"a_1": False, "b": None, "c": None}
+    big = json.dumps({"name": "write", "arguments": {"text": "x" * 40_000}})
+    assert loads_near_json(big)["arguments"]["text"] == "x" * 40_000  # strict JSON: any size
+    for bad in ("{a: x}", "[1 2]", "{'a': 1}}", "'\\x41'", "1 + 1", "{" * 40 + "}" * 40, "x" * 40_000):
+        with pytest.raises(ValueError):
+            loads_near_json(bad)
 
 
 # --------------------------------------------------------------------------- reasoning

@@ -145,6 +145,44 @@ def test_a_tool_result_comes_back_and_is_used(qwen: LoadedModel) -> None:
     assert completion.stop_reason is StopReason.STOP_TOKEN
 
 
+def test_openai_sdk_round_trip_calls_again_after_the_tool_result(qwen: LoadedModel) -> None:
+    """The official SDK against Hearth's server on loopback: a call, its result sent back as a
+    tool message, and the turn after it, where this model calls again in its template's
+    doubled braces ({{"name": ...}, issue 26): both reach the client as tool_calls."""
+    import openai
+
+    from tests.api_support import ServerThread
+
+    ask_paris = [{"role": "user", "content": "What is the weather in Paris?"}]
+    with ServerThread(lambda: qwen) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="-", max_retries=0, timeout=TIMEOUT)
+        first = client.chat.completions.create(
+            model="qwen", messages=ask_paris, tools=[WEATHER], temperature=0, max_tokens=48
+        )
+        (call,) = first.choices[0].message.tool_calls or [None]
+        assert call is not None, first.choices[0].message.content
+        assert call.function.name == "get_weather"
+        assert json.loads(call.function.arguments) == {"city": "Paris"}
+        messages = [
+            *ask_paris,
+            first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": '{"temperature_c": 21, "sky": "sunny"}'},
+        ]
+        chunks = list(
+            client.chat.completions.create(
+                model="qwen", messages=messages, tools=[WEATHER], temperature=0, max_tokens=48, stream=True
+            )
+        )
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    content = "".join(d.content or "" for d in deltas)
+    calls = [c for d in deltas for c in d.tool_calls or []]
+    assert calls and calls[0].function.name == "get_weather", content
+    assert not content.strip()
+    assert isinstance(json.loads("".join(c.function.arguments or "" for c in calls)), dict)
+    # (What it writes depends on the prompt cache's state; a call it goes on after is cut.)
+    assert chunks[-1].choices[0].finish_reason in ("tool_calls", "length")
+
+
 CITY = {
     "type": "object",
     "properties": {
