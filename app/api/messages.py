@@ -82,8 +82,8 @@ def _message(item: dict[str, Any], param: str, has_vision: bool, model_name: str
     text, sources = _content(item.get("content"), f"{param}.content", role)
     if sources and not has_vision:
         raise bad_request(
-            f"{model_name} reads text only: it was loaded without a vision projector (an mmproj file), "
-            "so it cannot read images. Load it with one.",
+            f"{model_name} has no vision projector (the mmproj file that lets a model see): it "
+            "cannot read images. Load it with one.",
             f"{param}.content",
             "model_not_multimodal",
         )

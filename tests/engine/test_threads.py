@@ -220,7 +220,8 @@ def test_a_reply_under_another_programs_load_says_it_was_slowed(
     cores = take_snapshot(cpu_window=0).physical_cores
     model = Engine.load(plan_for(looping_model, ctx=4096, parallel=1, threads=cores)).wait_ready(TIMEOUT)
     try:
-        request = ChatRequest(messages=(ChatMessage("user", "go on"),), sampling=GREEDY, max_tokens=200)
+        # Long enough to be measured (a reply under 0.2 s has no CPU reading) on any machine.
+        request = ChatRequest(messages=(ChatMessage("user", "go on"),), sampling=GREEDY, max_tokens=1500)
         completion = model.submit(request).wait(TIMEOUT)
     finally:
         model.unload()
