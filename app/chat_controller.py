@@ -307,11 +307,8 @@ class ChatController(QObject):
         if attachments and not model.has_vision:
             self._refuse(text, attachments, IMAGES_NOT_SENT)
             return
-        try:
-            images = [load_image(a.data, name=a.name) for a in attachments]
-            check_message_images(images)
-        except ImageRejected as exc:
-            self._refuse(text, attachments, exc.message)
+        images = self._checked_images(text, attachments)
+        if images is None:
             return
         if self._editing is not None:
             self._resend_edit(text)
@@ -389,11 +386,8 @@ class ChatController(QObject):
         if self.session.chat_model is not None:  # ready at once: a remote model
             self.submit(text, attachments)
             return
-        try:
-            images = [load_image(a.data, name=a.name) for a in attachments]
-            check_message_images(images)
-        except ImageRejected as exc:
-            self._refuse(text, attachments, exc.message)
+        images = self._checked_images(text, attachments)
+        if images is None:
             return
         if self.current_id is None:
             self.new_conversation()
@@ -460,6 +454,17 @@ class ChatController(QObject):
         else:
             text = "Start a conversation: choose a model at the top (Ctrl+M), then type below."
         self.view.set_placeholder(text)
+
+    def _checked_images(self, text: str, attachments: list[Attachment]) -> list[DecodedImage] | None:
+        """The attachments decoded and checked before anything is stored; None (and the
+        message given back with the reason) when one is refused."""
+        try:
+            images = [load_image(a.data, name=a.name) for a in attachments]
+            check_message_images(images)
+        except ImageRejected as exc:
+            self._refuse(text, attachments, exc.message)
+            return None
+        return images
 
     def _refuse(self, text: str, attachments: list[Attachment], reason: str) -> None:
         """Give the user their message back, with the reason."""

@@ -56,18 +56,7 @@ def main() -> None:
     qwen = ensure_chat_model(REPO / ".test-cache")
     gemma = ensure_default_model(REPO / ".test-cache")
 
-    def pump(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            time.sleep(0.005)
-
-    def until(condition, timeout: float = 600) -> None:
-        end = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > end:
-                raise TimeoutError("the window did not get there")
-            pump(0.05)
+    pump, until = event_pumps(app)
 
     def each_size(window: MainWindow, name: str, prepare=None) -> None:
         for width, height in SIZES:
@@ -186,6 +175,25 @@ def discover_scene(root: Path, qwen: Path, gemma: Path, pump, until) -> None:
         hub.stop()
 
 
+def event_pumps(app):
+    """``pump(seconds)`` runs the event loop that long; ``until(condition)`` until it holds."""
+
+    def pump(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            app.processEvents()
+            time.sleep(0.005)
+
+    def until(condition, timeout: float = 600) -> None:
+        end = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > end:
+                raise TimeoutError("the window did not get there")
+            pump(0.05)
+
+    return pump, until
+
+
 def started_window(paths):  # -> MainWindow, shown at the first size and started
     from app.main_window import MainWindow
 
@@ -272,18 +280,7 @@ def first_minutes() -> None:
     broken.parent.mkdir()
     broken.write_bytes(gemma.read_bytes()[:2_589_085])  # cut inside its header
 
-    def pump(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            app.processEvents()
-            time.sleep(0.005)
-
-    def until(condition, timeout: float = 600) -> None:
-        end = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > end:
-                raise TimeoutError("the window did not get there")
-            pump(0.05)
+    pump, until = event_pumps(app)
 
     def screen_shot(window, name: str) -> None:
         """What the screen shows over the window: popups and dialogs included."""

@@ -43,7 +43,7 @@ import enum
 import json
 import secrets
 import string
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -694,6 +694,11 @@ def parse_tool_calls(
     """A whole output at once: its content and its calls as ``(name, arguments)``."""
     parser = ToolCallParser(fmt, tool_names=tool_names, make_id=lambda: "")
     events = parser.feed(text) + parser.finish()
+    return collect_output(events)
+
+
+def collect_output(events: Sequence[OutputEvent]) -> tuple[str, list[tuple[str, str]]]:
+    """A parser's events put together: the content, and each call as ``(name, arguments)``."""
     content = "".join(e.text for e in events if isinstance(e, ContentDelta))
     calls: list[list[str]] = []
     for event in events:

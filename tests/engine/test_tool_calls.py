@@ -33,6 +33,7 @@ from engine.chat import (
     tool_choice_grammar,
 )
 from engine.chat.near_json import loads_near_json
+from engine.chat.tool_calls import collect_output
 from engine.chat.tool_prompt import plain_tool_turns, tools_system_prompt
 from engine.errors import InvalidChatRequest
 from engine.grammar import Grammar
@@ -356,13 +357,7 @@ def test_real_qwen_outputs_are_calls_however_they_stream(
 
 
 def _calls(events: list[OutputEvent]) -> list[tuple[str, str]]:
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallBegin):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[event.index][1] += event.fragment
-    return [(name, arguments) for name, arguments in calls]
+    return collect_output(events)[1]
 
 
 def test_a_doubled_brace_reply_is_held_back_until_it_resolves() -> None:

@@ -17,16 +17,14 @@ import engine.active_request as active_request_module
 from engine.chat import (
     ChatMessage,
     ChatTraits,
-    ContentDelta,
     OutputEvent,
     Role,
     ToolCall,
-    ToolCallArgs,
-    ToolCallBegin,
     ToolCallFormat,
     ToolCallParser,
     tool_choice_grammar,
 )
+from engine.chat.tool_calls import collect_output
 from engine.grammar import grammar_from_json_schema
 from engine.loaded_model import Engine, LoadedModel
 from engine.requests import ChatRequest, Completion, StopReason, TextDelta
@@ -86,14 +84,7 @@ def calls_in(deltas: list[str]) -> tuple[str, list[tuple[str, str]]]:
     for delta in deltas:
         events += parser.feed(delta)
     events += parser.finish()
-    content = "".join(e.text for e in events if isinstance(e, ContentDelta))
-    calls: list[list[str]] = []
-    for event in events:
-        if isinstance(event, ToolCallBegin):
-            calls.append([event.name, ""])
-        elif isinstance(event, ToolCallArgs):
-            calls[event.index][1] += event.fragment
-    return content, [(name, arguments) for name, arguments in calls]
+    return collect_output(events)
 
 
 def test_the_loaded_model_says_how_it_calls_tools(qwen: LoadedModel) -> None:
