@@ -500,7 +500,8 @@ class Telemetry:
             ram_total=memory.total,
             process_rss=self._process.memory_info().rss,
             gpus=tuple(self._sample_gpu(g) for g in self._gpus) if self._nvml_open else (),
-            hearth_cpu_percent=share.percent(share.ours) if share is not None else None,
+            # The two clocks (the machine's, this process's) tick apart: ours never above all.
+            hearth_cpu_percent=share.percent(min(share.ours, share.total)) if share is not None else None,
         )
 
     def _sample_gpu(self, gpu: _OpenGpu) -> GpuSample:

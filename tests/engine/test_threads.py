@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from engine.catalog import inspect_model
@@ -50,7 +51,11 @@ class FakeClock:
 def hog():
     """Another program keeping one core busy, as a user's compile or video call would."""
     proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    time.sleep(0.3)  # running, not starting
+    # Spinning, not still starting: an interpreter's start-up takes seconds on a loaded machine.
+    spinner = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 30
+    while spinner.cpu_times().user < 0.3 and time.monotonic() < deadline:
+        time.sleep(0.05)
     yield proc
     proc.kill()
     proc.wait()
