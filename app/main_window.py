@@ -244,6 +244,7 @@ class MainWindow(QMainWindow):
         self.model_panel.cancel_requested.connect(self.session.cancel_load)
         self.badge.unload_requested.connect(self.unload_model)
         self.badge.show_model_requested.connect(self.show_loaded_model)
+        self.badge.pick_requested.connect(self.open_model_picker)
         self.session.state_changed.connect(self._on_session_state)
         self.session.phase_started.connect(self._on_phase_started)
         self.session.phase_progress.connect(self._on_phase_progress)

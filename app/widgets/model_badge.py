@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from app.model_session import SessionState
@@ -28,14 +29,31 @@ def describe_loaded(plan: LoadPlan, speculation: SpeculationConfig | None) -> st
     return " · ".join(parts)
 
 
+PICK_TIP = "Click to choose the model (Ctrl+M)"
+
+
+class _PickLabel(QLabel):
+    """The toolbar's model name: a click opens the model picker, as the chat's does."""
+
+    clicked = Signal()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton and self.rect().contains(event.position().toPoint()):
+            self.clicked.emit()
+        super().mouseReleaseEvent(event)
+
+
 class ModelBadge(QWidget):
     unload_requested = Signal()
     show_model_requested = Signal()
+    pick_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.label = QLabel("No model loaded")
-        self.label.setToolTip("Choose a model under Models, then press Load")
+        self.label = _PickLabel("No model loaded")
+        self.label.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.label.clicked.connect(self.pick_requested)
+        self.label.setToolTip(PICK_TIP)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setMaximumWidth(140)
@@ -69,16 +87,18 @@ class ModelBadge(QWidget):
         self.unload_button.setText("Disconnect" if remote is not None else "Unload")
         if state is SessionState.READY and remote is not None:
             self.label.setText(f"{remote.name} · remote, {remote.detail}")
-            self.label.setToolTip(f"Replies stream from {remote.source}")
+            self.label.setToolTip(f"Replies stream from {remote.source}\n{PICK_TIP}")
         elif state is SessionState.READY and plan is not None:
             self.label.setText(describe_loaded(plan, speculation))
-            self.label.setToolTip("\n".join(f"{m.device}: {format_bytes(m.total)}" for m in plan.memory))
+            memory = [f"{m.device}: {format_bytes(m.total)}" for m in plan.memory]
+            self.label.setToolTip("\n".join([*memory, PICK_TIP]))
         elif state is SessionState.LOADING and plan is not None:
             self.label.setText(f"Loading {plan.model.display_name}…")
         elif state is SessionState.FAILED:
             self.label.setText("Loading failed — see Model")
         else:
             self.label.setText("No model loaded")
+            self.label.setToolTip(PICK_TIP)
 
     def show_phase(self, label: str, fraction: float) -> None:
         self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 1000))

@@ -335,3 +335,19 @@ def test_the_picker_lists_remote_models_and_uses_one(
         assert window.store.messages(window.chat.current_id)[-1].text == SCRIPT_TEXT
     finally:
         window.close()
+
+
+def test_the_toolbars_model_name_opens_the_picker_too(
+    qtbot, window: MainWindow, tiny_model: Path
+) -> None:
+    add_and_select(qtbot, window, tiny_model)
+    window.show_page(Page.MODELS)
+    label = window.badge.label
+    assert "Ctrl+M" in label.toolTip()
+    qtbot.mouseClick(label, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(window.picker_popup.isVisible, timeout=WAIT)
+    assert window.current_page() is Page.CHATS
+    assert any(c.path == tiny_model for c in window.picker_popup.choices())
+    qtbot.keyClick(window.picker_popup.list, Qt.Key.Key_Escape)
+    load(qtbot, window, tiny_model)
+    assert "Ctrl+M" in label.toolTip()  # still said once a model is loaded
