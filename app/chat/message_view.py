@@ -51,6 +51,18 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QMenu, QToolTip, QWidget
 
 from app.chat.data import MessageAction, MessageData, MessageId, MessageState, QueueWait, ReplyStats, Thought
+from app.chat.focus_stops import (
+    KEYBOARD_FOCUS,
+    THOUGHT,
+    FocusStop,
+    all_stops,
+    author,
+    describe,
+    first_visible_stop,
+    row_stops,
+    stop_y,
+    stops_of,
+)
 from app.chat.markdown import MarkdownStyle, code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
 from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
@@ -65,30 +77,6 @@ from engine import Role
 
 __all__ = ["MessageView", "square_thumbnail"]
 
-
-def _author(data: MessageData) -> str:
-    if data.role is Role.ASSISTANT:
-        return data.author or "Assistant"
-    return "You" if data.role is Role.USER else "System"
-
-
-THOUGHT = "thought"  # the thinking header, as a place the keyboard can be
-FocusStop = tuple[MessageId, MessageAction | str]  # a message and one thing it offers
-ACTION_NAMES = {
-    MessageAction.COPY: "Copy the message",
-    MessageAction.EDIT: "Edit the message",
-    MessageAction.REGENERATE: "Regenerate the reply",
-    MessageAction.CONTINUE: "Continue the reply",
-    MessageAction.DELETE: "Delete the message",
-    MessageAction.PREVIOUS_VERSION: "Previous version",
-    MessageAction.NEXT_VERSION: "Next version",
-}
-
-KEYBOARD_FOCUS = (
-    Qt.FocusReason.TabFocusReason,
-    Qt.FocusReason.BacktabFocusReason,
-    Qt.FocusReason.ShortcutFocusReason,
-)
 
 INDICATOR_INTERVAL_MS = 280
 # The writing dots hold still while text arrives (the text moving says enough, and on two
@@ -369,7 +357,7 @@ class MessageView(QAbstractScrollArea):
     def author(self, message_id: MessageId) -> str:
         """Who the header of a message names: "You", or the model that wrote a reply."""
         row = self._rows.get(message_id)
-        return "" if row is None else _author(row.data)
+        return "" if row is None else author(row.data)
 
     def code_blocks(self, message_id: MessageId) -> tuple[str, ...]:
         self._apply_pending()
@@ -613,7 +601,7 @@ class MessageView(QAbstractScrollArea):
         sel = self._selection
         hover = self._hover_action
         return RowPaint(
-            name=_author(data),
+            name=author(data),
             documents=self._body_documents(row),
             status=self._rows.status(row),
             progress=None if progress is None else progress.fraction,
@@ -816,29 +804,10 @@ class MessageView(QAbstractScrollArea):
         """Put the keyboard on one thing a message offers (as Tab would); False if it
         offers no such thing now."""
         stop = (message_id, kind)
-        if stop not in self._row_stops(message_id):
+        if stop not in row_stops(self._rows, message_id):
             return False
         self._focus_on(stop)
         return True
-
-    def _row_stops(self, message_id: MessageId) -> list[FocusStop]:
-        i = self._rows.find(message_id)
-        return [] if i is None else self._stops_of(i)
-
-    def _stops_of(self, i: int) -> list[FocusStop]:
-        """What Tab stops at in row i, in the order it is drawn."""
-        row = self._rows[i]
-        message_id = row.data.id
-        stops: list[FocusStop] = []
-        if row.message.thought is not None:
-            stops.append((message_id, THOUGHT))
-        actions = self._rows.actions(i)
-        stops += [(message_id, a) for a in actions if a in VERSION_ARROWS]
-        stops += [(message_id, a) for a in actions if a not in VERSION_ARROWS]
-        return stops
-
-    def _stops(self) -> list[FocusStop]:
-        return [stop for i in range(len(self._rows)) for stop in self._stops_of(i)]
 
     def focusNextPrevChild(self, next: bool) -> bool:
         if self._step(next):
@@ -848,7 +817,7 @@ class MessageView(QAbstractScrollArea):
 
     def _step(self, forward: bool) -> bool:
         """The keyboard to the next (previous) stop; False past the last (first)."""
-        stops = self._stops()
+        stops = all_stops(self._rows)
         self._show_ring(True)
         if not stops:
             return False
@@ -863,26 +832,8 @@ class MessageView(QAbstractScrollArea):
         return False
 
     def _first_visible_stop(self, stops: list[FocusStop], forward: bool) -> int:
-        """The first stop on screen (the last, going back); else the first or last."""
         value = self.verticalScrollBar().value()
-        bottom = value + self.viewport().height()
-        seen = [k for k, stop in enumerate(stops) if value <= self._stop_y(stop) < bottom]
-        if seen:
-            return seen[0] if forward else seen[-1]
-        return 0 if forward else len(stops) - 1
-
-    def _stop_y(self, stop: FocusStop) -> int:
-        """Content y of a stop: its thinking header or its actions line."""
-        i = self._rows.find(stop[0])
-        if i is None:
-            return -1
-        geom = self._rows[i].geom
-        top = self._rows.top(i)
-        if geom is None:
-            return top
-        if stop[1] == THOUGHT:
-            return top + (geom.thought.y() if geom.thought is not None else 0)
-        return top + geom.footer.y()
+        return first_visible_stop(self._rows, stops, forward, value, value + self.viewport().height())
 
     def _focus_on(self, stop: FocusStop | None) -> None:
         old, self._focus = self._focus, stop
@@ -893,7 +844,7 @@ class MessageView(QAbstractScrollArea):
         self._announce(stop)
         if stop is None or self._rows.find(stop[0]) is None:
             return
-        y = self._stop_y(stop)
+        y = stop_y(self._rows, stop)
         bar = self.verticalScrollBar()
         line = self._layout.small_fm.height() + 6
         if not (bar.value() <= y and y + line <= bar.value() + self.viewport().height()):
@@ -902,29 +853,15 @@ class MessageView(QAbstractScrollArea):
             self._scroll.measure_visible()
 
     def _announce(self, stop: FocusStop | None) -> None:
-        """What a screen reader says about the view: the thing the keyboard is on."""
-        if stop is None:
-            text = ""
-        else:
-            message_id, kind = stop
-            data = self.message(message_id)
-            who = "" if data is None else _author(data)
-            if kind == THOUGHT:
-                what = "Hide the thinking" if self.thought_open(message_id) else "Show the thinking"
-            else:
-                assert isinstance(kind, MessageAction)
-                what = ACTION_NAMES.get(kind, kind.value)
-                if kind in VERSION_ARROWS:
-                    what += f" (now {self.version_text(message_id)})"
-            text = f"{what}, message from {who}" if who else what
-        self.setAccessibleDescription(text)
+        data = None if stop is None else self.message(stop[0])
+        self.setAccessibleDescription(describe(stop, data, self.thought_open, self.version_text))
         if QAccessible.isActive():
             QAccessible.updateAccessibility(QAccessibleEvent(self, QAccessible.Event.DescriptionChanged))
 
     def _activate_focused(self) -> bool:
         """Enter or Space on the stop the keyboard is on: what a click on it does."""
         stop = self._focus
-        if stop is None or stop not in self._row_stops(stop[0]):
+        if stop is None or stop not in row_stops(self._rows, stop[0]):
             return False
         message_id, kind = stop
         if kind == THOUGHT:
@@ -940,7 +877,7 @@ class MessageView(QAbstractScrollArea):
         if index < len(self._rows):
             message_id = self._rows[index].data.id
             for candidate in (kind, *VERSION_ARROWS):
-                if (message_id, candidate) in self._stops_of(index):
+                if (message_id, candidate) in stops_of(self._rows, index):
                     self._focus_on((message_id, candidate))
                     return
         self._focus_on(None)
@@ -959,7 +896,7 @@ class MessageView(QAbstractScrollArea):
         reason = event.reason()
         if reason in KEYBOARD_FOCUS:
             self._show_ring(True)
-        stops = self._stops()
+        stops = all_stops(self._rows)
         if stops and reason in (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason):
             forward = reason is Qt.FocusReason.TabFocusReason
             self._focus_on(stops[self._first_visible_stop(stops, forward)])
