@@ -17,7 +17,7 @@ $(PY):
 # AVX2 level). Runs every time and does nothing when the build stamp already matches; the
 # first build compiles llama.cpp (~8 min on 2 cores) into a wheelhouse keyed by the options.
 native: | $(PY)
-	@$(PY) engine/native_build.py ensure
+	@$(PY) engine/native/build.py ensure
 
 # Re-installs only when pyproject.toml changes; llama-cpp-python is already installed by
 # `native`, so pip never builds it here (nor takes one from its own wheel cache).

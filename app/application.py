@@ -9,9 +9,9 @@ from pathlib import Path
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
-from app.gui_garbage import GuiThreadCollector
-from app.paths import AppPaths
-from app.resources import resource_path
+from app.platform.gui_garbage import GuiThreadCollector
+from app.platform.paths import AppPaths
+from app.platform.resources import resource_path
 
 APP_ID = "io.hearth.Hearth"
 
@@ -47,8 +47,8 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
     from PySide6.QtCore import QLockFile
     from PySide6.QtWidgets import QMessageBox
 
-    from app.main_window import MainWindow
-    from app.single_instance import InstanceServer, ask_running_to_raise
+    from app.platform.single_instance import InstanceServer, ask_running_to_raise
+    from app.window.main_window import MainWindow
 
     app = create_application()
     paths.ensure()

@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bundle.exists():
         print(f"no bundle at {args.bundle}: run `make package` first (skipped)")
         return 0
-    from app.default_model import ensure_default_model
-    from engine.native import system_info
+    from app.platform.default_model import ensure_default_model
+    from engine.native.backend import system_info
 
     model = ensure_default_model(REPO / ".test-cache")
     contenders = {"bundle": [str(args.bundle)], "native": [sys.executable, "-m", "app"]}

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from engine.catalog import inspect, known_architectures
-from engine.library import Library
-from engine.tiny_models import TinyTextSpec, write_tiny_text_model
+from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
+from engine.library.index import Library
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".test-cache"
@@ -37,7 +37,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "catalog.json"
 
 
 def gemma_path() -> Path:
-    from app.default_model import ensure_default_model
+    from app.platform.default_model import ensure_default_model
 
     return ensure_default_model(CACHE)
 

@@ -28,10 +28,10 @@ from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.dashboard import DashboardView
-from engine.benchmark import PROMPT, make_plan
+from engine.devtools.benchmark import PROMPT, make_plan
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests import ChatRequest, RequestHandle
-from engine.sampling import GREEDY
+from engine.requests.request import ChatRequest, RequestHandle
+from engine.sampling.params import GREEDY
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "dashboard.json"
@@ -40,7 +40,7 @@ TINY_SCRIPT = ("<0xC3>", "<0xA9>", "\u2581a", "b", "<0xE4>", "<0xBD>", "<0xA0>",
 
 
 def tiny_looping_model(n_ctx_train: int = 16384) -> Path:
-    from engine.tiny_models import TinyTextSpec, write_tiny_text_model
+    from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 
     path = ROOT / ".test-cache" / f"bench-dashboard-looping-{n_ctx_train}.gguf"
     if not path.exists():
@@ -181,8 +181,8 @@ CONVERSATIONS = {
 
 
 def screenshot(args: argparse.Namespace) -> None:
-    from engine.hardware import take_snapshot
-    from engine.llama_log import capture_llama_logs, parse_buffer_sizes
+    from engine.machine.hardware import take_snapshot
+    from engine.native.llama_log import capture_llama_logs, parse_buffer_sizes
 
     app = QApplication.instance() or QApplication([])
     rng = random.Random(7)

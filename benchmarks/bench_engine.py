@@ -11,13 +11,13 @@ import json
 import platform
 from pathlib import Path
 
-from engine.benchmark import run_engine_benchmarks
+from engine.devtools.benchmark import run_engine_benchmarks
 
 RESULTS = Path(__file__).resolve().parent / "results" / "engine.json"
 
 
 def gemma_path() -> Path:
-    from app.default_model import ensure_default_model
+    from app.platform.default_model import ensure_default_model
 
     return ensure_default_model(Path(__file__).resolve().parent.parent / ".test-cache")
 

@@ -59,10 +59,10 @@ QUICK_TOKENS = 300
 
 def model_path(name: str) -> Path:
     if name == "gemma":
-        from app.default_model import ensure_default_model
+        from app.platform.default_model import ensure_default_model
 
         return ensure_default_model(REPO / ".test-cache")
-    from app.chat_model import ensure_chat_model
+    from app.platform.qwen_model import ensure_chat_model
 
     return ensure_chat_model(REPO / ".test-cache")
 
@@ -161,8 +161,8 @@ def child_window(path: Path, tokens: int, dashboard: bool, profile: Path | None 
 
     from app.application import create_application
     from app.chat import SamplingSettings
-    from app.main_window import MainWindow
-    from app.paths import resolve_paths
+    from app.platform.paths import resolve_paths
+    from app.window.main_window import MainWindow
 
     app = create_application()
     loop = qasync.QEventLoop(app)

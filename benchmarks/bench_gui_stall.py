@@ -74,8 +74,8 @@ class Probe:
 
 
 def open_window(app, root: Path, model: Path, parallel: int):
-    from app.main_window import MainWindow
-    from app.paths import resolve_paths
+    from app.platform.paths import resolve_paths
+    from app.window.main_window import MainWindow
 
     paths = resolve_paths(root / "data", root / "models").ensure()
     window = MainWindow(paths)
@@ -146,7 +146,7 @@ def api_case(app, model: Path, root: Path) -> dict[str, object]:
     """The chats, plus API streams served from the window's qasync loop to another process."""
     import qasync
 
-    from app.local_server import ServerStatus
+    from app.services.local_server import ServerStatus
 
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)

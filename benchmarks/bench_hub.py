@@ -37,8 +37,8 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from engine.catalog import inspect_model
+from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 from engine.hub import Downloader, DownloadSpec, HeaderCache, HubAccess, HubClient, inspect_remote
-from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.fake_hub import FakeHub
 
 REPO = Path(__file__).resolve().parent.parent
@@ -181,9 +181,9 @@ def _gui_search(url: str, root: Path, results: int) -> dict[str, object]:
     from PySide6.QtWidgets import QApplication
 
     from app.application import freeze_startup_heap
-    from app.discover_controller import DiscoverController
-    from app.discover_page import DiscoverPage
-    from app.paths import resolve_paths
+    from app.platform.paths import resolve_paths
+    from app.services.discover import DiscoverController
+    from app.window.discover_page import DiscoverPage
 
     app = QApplication.instance() or QApplication([])
     os.environ["HF_ENDPOINT"] = url

@@ -64,14 +64,14 @@ PEER_CASES = ((1, 4096), (4, 4096), (8, 2048), (4, 16384))
 
 def model_path(name: str, folder: Path) -> Path:
     if name == "gemma":
-        from app.default_model import ensure_default_model
+        from app.platform.default_model import ensure_default_model
 
         return ensure_default_model(REPO / ".test-cache")
     if name == "qwen":
-        from app.chat_model import ensure_chat_model
+        from app.platform.qwen_model import ensure_chat_model
 
         return ensure_chat_model(REPO / ".test-cache")
-    from engine.tiny_models import TinyTextSpec, write_tiny_text_model
+    from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 
     # Head size 64 so a q8_0 cache works; 32k training context for the long cases.
     spec = TinyTextSpec(n_embd=256, n_head=4, n_head_kv=2, n_ff=768, n_ctx_train=32768)
@@ -147,7 +147,7 @@ def _filler(path: Path, n_tokens: int) -> str:
 def _started(handle: object) -> threading.Event:
     """Set once ``handle`` samples its first token: its prompt is in the cache and its
     sampler chain (with its candidate array) is live."""
-    from engine.requests import Started
+    from engine.requests.request import Started
 
     flag = threading.Event()
 
@@ -163,12 +163,12 @@ def _started(handle: object) -> threading.Event:
 
 def child(case: Case, path: Path) -> dict[str, object]:
     from engine.catalog import inspect_model
-    from engine.hardware import take_snapshot
     from engine.loaded_model import Engine
-    from engine.native import ensure_backend, release_freed_memory
+    from engine.machine.hardware import take_snapshot
+    from engine.native.backend import ensure_backend, release_freed_memory
     from engine.planner import KvCacheType, LoadRequest, plan_load
-    from engine.requests import ChatRequest
-    from engine.sampling import GREEDY
+    from engine.requests.request import ChatRequest
+    from engine.sampling.params import GREEDY
 
     ensure_backend()
     request = LoadRequest(
@@ -243,10 +243,10 @@ def hearth_compute(path: Path, parallel: int, context: int) -> int:
     import llama_cpp
 
     from engine.catalog import inspect_model
-    from engine.hardware import take_snapshot
-    from engine.llama_log import capture_llama_logs, parse_buffer_sizes
-    from engine.native import ensure_backend
-    from engine.native_context import context_params
+    from engine.machine.hardware import take_snapshot
+    from engine.native.backend import ensure_backend
+    from engine.native.context_params import context_params
+    from engine.native.llama_log import capture_llama_logs, parse_buffer_sizes
     from engine.planner import LoadRequest, plan_load
 
     ensure_backend()

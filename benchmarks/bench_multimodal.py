@@ -24,9 +24,14 @@ from pathlib import Path
 from PIL import Image
 
 from engine.catalog import inspect_model
+from engine.devtools.tiny_models import (
+    TinyProjectorSpec,
+    TinyTextSpec,
+    write_tiny_projector,
+    write_tiny_text_model,
+)
 from engine.multimodal import ProjectorRuntime, load_image
-from engine.native import ensure_backend
-from engine.tiny_models import TinyProjectorSpec, TinyTextSpec, write_tiny_projector, write_tiny_text_model
+from engine.native.backend import ensure_backend
 
 RESULTS = Path(__file__).resolve().parent / "results" / "multimodal.json"
 REPEATS = 20
@@ -122,11 +127,11 @@ def engine_ttft(repeats: int = 10) -> dict[str, float]:
     (cold, no cache), and a follow-up about the same image (its KV reused)."""
     from engine.catalog import inspect_projector
     from engine.chat import ChatMessage
-    from engine.hardware import take_snapshot
     from engine.loaded_model import Engine
+    from engine.machine.hardware import take_snapshot
     from engine.planner import LoadRequest, plan_load
-    from engine.requests import ChatRequest
-    from engine.sampling import GREEDY
+    from engine.requests.request import ChatRequest
+    from engine.sampling.params import GREEDY
 
     folder = Path(tempfile.mkdtemp(prefix="hearth-mm-ttft-"))
     model_path = write_tiny_text_model(folder / "tiny.gguf", TinyTextSpec())

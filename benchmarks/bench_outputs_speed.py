@@ -39,7 +39,7 @@ PREFILL_WORDS = 1100  # about 1,500 tokens
 def measure(model_path: Path) -> dict[str, Any]:
     """One checkout's numbers (run in a process whose imports come from that checkout)."""
     from engine import ChatRequest, Engine, SamplingParams
-    from engine.benchmark import hearth_streams, make_plan
+    from engine.devtools.benchmark import hearth_streams, make_plan
 
     plan = make_plan(model_path, ctx=4096, parallel=max(STREAMS))
     model = Engine.load(plan).wait_ready(600)

@@ -17,12 +17,12 @@ import tempfile
 from pathlib import Path
 
 from engine.catalog import inspect
-from engine.hardware import described_machine
-from engine.llama_log import capture_llama_logs, parse_buffer_sizes
-from engine.native import ensure_backend
-from engine.native_context import context_params
+from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
+from engine.machine.hardware import described_machine
+from engine.native.backend import ensure_backend
+from engine.native.context_params import context_params
+from engine.native.llama_log import capture_llama_logs, parse_buffer_sizes
 from engine.planner import KvCacheType, LoadRequest, plan_load
-from engine.tiny_models import TinyTextSpec, write_tiny_text_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "planner_accuracy.json"
 MIB = 1024 * 1024

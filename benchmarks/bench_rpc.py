@@ -47,7 +47,7 @@ WORKER_THREADS = 1
 
 def measure(plan: Any) -> dict[str, Any]:
     from engine import Engine
-    from engine.benchmark import hearth_streams
+    from engine.devtools.benchmark import hearth_streams
 
     t = time.perf_counter()
     model = Engine.load(plan).wait_ready(600)
@@ -74,7 +74,7 @@ def main() -> int:
         take_snapshot,
         with_workers,
     )
-    from engine.benchmark import make_plan
+    from engine.devtools.benchmark import make_plan
     from tests.integration.rpc_workers import start_worker
 
     local_plan = make_plan(GEMMA, ctx=1024, parallel=1, threads=1)

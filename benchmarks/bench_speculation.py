@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from benchmarks.bench_engine import gemma_path
-from engine.benchmark import speculation_benchmark
-from engine.speculative import SpeculationConfig, SpeculationMode
+from engine.devtools.benchmark import speculation_benchmark
+from engine.speculation.policy import SpeculationConfig, SpeculationMode
 
 RESULTS = Path(__file__).resolve().parent / "results" / "speculation.json"
 

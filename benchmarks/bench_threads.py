@@ -12,7 +12,7 @@ whether Hearth reported it slowed); the 1-minute load average before each case i
 
 Also measured, with the hog running: how long Stop takes (``cancel()`` to ``Completed``)
 half-way into a decoded token, and half-way into a batch of a long prompt's prefill, with
-the running decode aborted (``engine.native_abort``) and without (waiting for the batch).
+the running decode aborted (``engine.native.abort``) and without (waiting for the batch).
 
 Run: ``.venv/bin/python -m benchmarks.bench_threads [--rounds 3] [--models qwen,gemma]``;
 writes ``benchmarks/results/threads.json``.
@@ -42,10 +42,10 @@ HOG = [sys.executable, "-c", "while True: pass"]
 
 def model_path(name: str) -> Path:
     if name == "gemma":
-        from app.default_model import ensure_default_model
+        from app.platform.default_model import ensure_default_model
 
         return ensure_default_model(REPO / ".test-cache")
-    from app.chat_model import ensure_chat_model
+    from app.platform.qwen_model import ensure_chat_model
 
     return ensure_chat_model(REPO / ".test-cache")
 
@@ -131,8 +131,8 @@ def stop_latency(model: Any, during: str) -> dict[str, float]:
 
 @contextmanager
 def abort_on_stop(on: bool):
-    """Off: Stop waits for the running batch, as before ``engine.native_abort``."""
-    from engine.native_abort import DecodeAbort
+    """Off: Stop waits for the running batch, as before ``engine.native.abort``."""
+    from engine.native.abort import DecodeAbort
 
     original = DecodeAbort.request
     if not on:
@@ -168,7 +168,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", default="qwen,gemma")
     args = parser.parse_args()
-    from engine.cpu_load import logical_cpus, physical_cores
+    from engine.machine.cpu_load import logical_cpus, physical_cores
 
     result: dict[str, Any] = {
         "machine": {"physical_cores": physical_cores(), "logical_cpus": logical_cpus()},

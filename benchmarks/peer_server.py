@@ -14,7 +14,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from engine.native_build import read_stamp, wheelhouse
+from engine.native.build import read_stamp, wheelhouse
 
 
 def peer_dir(stamp: dict) -> Path:

@@ -42,12 +42,12 @@ def main() -> None:
     from PIL import Image, ImageDraw
 
     from app.application import create_application
-    from app.chat_model import ensure_chat_model
-    from app.default_model import ensure_default_model
-    from app.main_window import MainWindow
-    from app.paths import resolve_paths
+    from app.platform.qwen_model import ensure_chat_model
+    from app.platform.default_model import ensure_default_model
+    from app.window.main_window import MainWindow
+    from app.platform.paths import resolve_paths
     from app.widgets.nav_rail import Page
-    from engine.tiny_models import write_tiny_projector, write_tiny_text_model
+    from engine.devtools.tiny_models import write_tiny_projector, write_tiny_text_model
 
     app = create_application()
     root = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
@@ -130,9 +130,9 @@ def discover_scene(root: Path, qwen: Path, gemma: Path, pump, until) -> None:
     loopback: a search, Qwen's plan from its remote header, a Gemma download under way."""
     import os
 
-    from app.paths import resolve_paths
+    from app.platform.paths import resolve_paths
     from app.widgets.nav_rail import Page
-    from engine.tiny_models import write_tiny_projector, write_tiny_text_model
+    from engine.devtools.tiny_models import write_tiny_projector, write_tiny_text_model
     from tests.fake_hub import FakeHub
 
     files = root / "hub-files"
@@ -195,7 +195,7 @@ def event_pumps(app):
 
 
 def started_window(paths):  # -> MainWindow, shown at the first size and started
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
     window = MainWindow(paths)
     window.resize(*SIZES[0])
@@ -218,7 +218,7 @@ def shot(window, name: str) -> None:
 def remote_scene(app, root: Path, model_path: Path, pump, until) -> None:
     """Settings → Remote servers, the picker and a chat, against a Hearth server on loopback
     serving ``model_path`` (as `hearth serve` would) and a server that is not there."""
-    from app.paths import resolve_paths
+    from app.platform.paths import resolve_paths
     from app.widgets.nav_rail import Page
     from engine import Engine, LoadRequest, inspect_model, plan_load, take_snapshot
     from tests.api_support import ServerThread  # the real API server, on a thread of its own
@@ -263,10 +263,10 @@ def first_minutes() -> None:
     """The picker open over a chat, a chat queued behind another, Settings' pages and a
     broken file in the library, each at both sizes; ``first-window`` as it opened."""
     from app.application import create_application
-    from app.chat_model import ensure_chat_model
-    from app.default_model import ensure_default_model
-    from app.paths import resolve_paths
-    from app.preferences import Preferences
+    from app.platform.qwen_model import ensure_chat_model
+    from app.platform.default_model import ensure_default_model
+    from app.platform.paths import resolve_paths
+    from app.settings.preferences import Preferences
     from app.widgets.nav_rail import Page
     from app.widgets.settings_dialog import SettingsPage
 
@@ -290,7 +290,7 @@ def first_minutes() -> None:
         picture.save(str(OUT / f"{name}.png"))
         print("wrote", OUT / f"{name}.png", flush=True)
 
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
     window = MainWindow(paths)
     Preferences(window.store).set_load_last_model(False)

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from engine.chat.traits import ChatTraits
-from engine.requests import ChatRequest, RequestHandle
+from engine.requests.request import ChatRequest, RequestHandle
+
+__all__ = ["ChatModel", "ModelLabel"]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The engine's public face: ``Engine.load(plan) -> LoadedModel``.
 
 A LoadedModel wraps one executor: a thread in this process, or — for a plan that uses RPC
-workers — an executor in a child process of its own (``engine.rpc.model_process``), because
+workers — an executor in a child process of its own (``engine.model_process.process``), because
 llama.cpp's RPC client ends the process that loses a worker. Both offer the same signals,
 state and methods, so callers never know which they got. Everything is safe to call from
 any thread: commands travel through the executor's queue (or the child's socket), results
@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
+from engine.base.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.chat.traits import ChatTraits
 from engine.chat_model import ModelLabel
-from engine.defaults import DEFAULT_QUEUE_CAPACITY
-from engine.executor import Executor, ExecutorState
 from engine.planner import LoadPlan
-from engine.requests import ChatRequest, EngineStats, RequestHandle
-from engine.speculative import SpeculationConfig
+from engine.requests.request import ChatRequest, EngineStats, RequestHandle
+from engine.runtime.executor import Executor, ExecutorState
+from engine.speculation.policy import SpeculationConfig
+
+__all__ = ["Engine", "LoadedModel"]
 
 if TYPE_CHECKING:
-    from engine.rpc.model_process import ModelProcess
+    from engine.model_process.process import ModelProcess
 
 _live: weakref.WeakSet[LoadedModel] = weakref.WeakSet()
 
@@ -43,7 +45,7 @@ def _unload_all() -> None:
 class LoadedModel(QObject):
     """A model being loaded, serving, or unloaded.
 
-    Its signals are the executor's own (declared in engine/executor.py, and alike on
+    Its signals are the executor's own (declared in engine/runtime/executor.py, and alike on
     ``ModelProcess``), not relays: ``phase_started(LoadPhase)``, ``phase_progress(LoadPhase,
     fraction)``, ``phase_finished(LoadPhase, seconds)``, ``ready()``, ``load_failed(EngineError)``,
     ``unloaded()``, ``worker_lost(EngineError)`` (a split model's worker or process was lost;
@@ -63,7 +65,7 @@ class LoadedModel(QObject):
         self.plan = plan
         ex: Executor | ModelProcess
         if plan.workers:
-            from engine.rpc.model_process import ModelProcess
+            from engine.model_process.process import ModelProcess
 
             ex = ModelProcess(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
         else:
@@ -93,7 +95,7 @@ class LoadedModel(QObject):
         return self._executor.state
 
     @property
-    def reported_memory(self):  # -> engine.llama_log.ReportedMemory | None
+    def reported_memory(self):  # -> engine.native.llama_log.ReportedMemory | None
         """llama.cpp's own buffer sizes from the load's log, beside the plan's prediction."""
         return self._executor.reported_memory
 

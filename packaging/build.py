@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script: the app's one table of X11 libraries
 
-from app.system_libraries import QT_XCB_LIBRARIES  # noqa: E402
+from app.platform.system_libraries import QT_XCB_LIBRARIES  # noqa: E402
 
 PACKAGING = REPO / "packaging"
 RESOURCES = REPO / "resources"

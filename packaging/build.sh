@@ -25,9 +25,9 @@ fi
 
 # llama.cpp for other people's machines: GGML_BACKEND_DL with every CPU variant ggml offers,
 # the best one picked at start by what the CPU can run (the AMX one is left out of the
-# bundle). Built once into the keyed wheelhouse (engine/native_build.py): about 20 minutes
+# bundle). Built once into the keyed wheelhouse (engine/native/build.py): about 20 minutes
 # on 2 cores the first time, seconds after.
-"$VENV/bin/python" engine/native_build.py ensure --bundle
+"$VENV/bin/python" engine/native/build.py ensure --bundle
 
 echo "[package] installing Hearth and PyInstaller into $VENV"
 # llama-cpp-python is already satisfied, so this never replaces the portable build.

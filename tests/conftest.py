@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.tiny_models import TinyProjectorSpec, TinyTextSpec, write_tiny_projector, write_tiny_text_model
+from engine.devtools.tiny_models import (
+    TinyProjectorSpec,
+    TinyTextSpec,
+    write_tiny_projector,
+    write_tiny_text_model,
+)
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Nothing here may reach the real Hub, nor read a token saved on this machine.
@@ -27,7 +32,7 @@ TEST_CACHE = REPO / ".test-cache"
 
 
 # The GUI tests' screen: a 1920×1080 desktop (the offscreen platform's own is 800×800,
-# smaller than any Hearth supports); tests/app/test_gui_screen_fit.py opens smaller ones.
+# smaller than any Hearth supports); tests/app/window/test_gui_screen_fit.py opens smaller ones.
 OFFSCREEN_SCREEN = {"width": 1920, "height": 1080}
 
 
@@ -76,7 +81,7 @@ def make_tiny_model(tmp_path: Path):
 @pytest.fixture(scope="session")
 def gemma_path() -> Path:
     """The real Gemma 3 270M Q4_K_M GGUF, assembled once into .test-cache/."""
-    from app.default_model import ensure_default_model
+    from app.platform.default_model import ensure_default_model
 
     return ensure_default_model(TEST_CACHE)
 
@@ -84,7 +89,7 @@ def gemma_path() -> Path:
 @pytest.fixture(scope="session")
 def qwen_path() -> Path:
     """Qwen2.5-Coder 1.5B Instruct Q4_K_M, assembled once (hash-checked) into .test-cache/."""
-    from app.chat_model import ensure_chat_model
+    from app.platform.qwen_model import ensure_chat_model
 
     return ensure_chat_model(TEST_CACHE)
 
@@ -92,7 +97,7 @@ def qwen_path() -> Path:
 @pytest.fixture()
 def hardware():
     """A 2-core, 16 GiB CPU-only machine: GUI tests must not depend on this one."""
-    from engine.hardware import described_machine
+    from engine.machine.hardware import described_machine
 
     return described_machine(ram_available=12 << 30, name="Test CPU")
 
@@ -128,7 +133,7 @@ def rewrite_gguf(
 def plan_for(path: Path, ctx: int = 1024, parallel: int = 4, **request: object):
     """A load plan for ``path`` on this machine (CPU), as the app would make it."""
     from engine.catalog import inspect_model
-    from engine.hardware import take_snapshot
+    from engine.machine.hardware import take_snapshot
     from engine.planner import LoadRequest, plan_load
 
     return plan_load(

@@ -12,12 +12,12 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QWidget
 
 from app.chat import MessageView
-from app.key_vault import KeyVault
-from app.main_window import MainWindow
-from app.model_session import SessionState
-from app.paths import AppPaths
+from app.platform.paths import AppPaths
+from app.services.model_session import SessionState
+from app.settings.key_vault import KeyVault
+from app.window.main_window import MainWindow
 from engine.chat import Role
-from engine.hardware import HardwareSnapshot
+from engine.machine.hardware import HardwareSnapshot
 
 WAIT = 30_000
 """How long (ms) a GUI test waits for the window: a scan, a load, a reply."""

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.tiny_models import TinyProjectorSpec, TinyTextSpec, write_tiny_projector, write_tiny_text_model
+from engine.devtools.tiny_models import (
+    TinyProjectorSpec,
+    TinyTextSpec,
+    write_tiny_projector,
+    write_tiny_text_model,
+)
 from tests.fake_hub import FakeHub
 
 TINY_REPO = "test-org/tiny-llama-GGUF"

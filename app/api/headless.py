@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import Qt
 
 from app.api.server import ApiServer, ServerConfig
-from app.presenters import PHASE_LABELS
+from app.wording.presenters import PHASE_LABELS
 from engine import EngineError, LoadedModel, LoadPhase, LoadPlan, SpeculationConfig, describe_plan
 
 _DIRECT = Qt.ConnectionType.DirectConnection

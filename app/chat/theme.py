@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QPalett
 from PySide6.QtWidgets import QApplication
 
 from app.chat.markdown import MarkdownStyle
-from app.preferences import Preferences, Theme
+from app.settings.preferences import Preferences, Theme
 
 
 def is_dark(palette: QPalette) -> bool:

@@ -77,7 +77,7 @@ PREFERRED_WIDTH = 420
 
 
 class TelemetrySource(Protocol):
-    """``engine.hardware.Telemetry`` or a fake: one cheap sample per call, on this thread."""
+    """``engine.machine.hardware.Telemetry`` or a fake: one cheap sample per call, on this thread."""
 
     def sample(self) -> TelemetrySample: ...
 
@@ -189,7 +189,7 @@ class DashboardView(QWidget):
     """Live dashboard: engine throughput and KV cache, CPU/RAM, GPUs, hardware, export.
 
     ``telemetry``: an object with ``sample() -> TelemetrySample`` (default: a new
-    ``engine.hardware.Telemetry``, closed by ``shutdown()``). ``snapshot``: the app's
+    ``engine.machine.hardware.Telemetry``, closed by ``shutdown()``). ``snapshot``: the app's
     ``HardwareSnapshot`` for the hardware tab and the no-GPU message. Sampling runs every
     ``interval_ms`` while the view is shown and stops while it is hidden.
     """
@@ -470,7 +470,7 @@ class DashboardView(QWidget):
         self, plan: LoadPlan, reported: ReportedMemory | None = None, rss_delta: int | None = None
     ) -> None:
         """The last load's predicted memory beside llama.cpp's reported buffers
-        (``engine.llama_log.parse_buffer_sizes`` of the load's log lines). ``rss_delta``
+        (``engine.native.llama_log.parse_buffer_sizes`` of the load's log lines). ``rss_delta``
         defaults to the growth the view measured itself while ``plan`` loaded."""
         if rss_delta is None and self._load_rss is not None and self._load_rss[0] is plan:
             rss_delta = self._load_rss[1]

@@ -29,10 +29,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.library_controller import LibraryController
-from app.presenters import BASE_MODEL_BADGE, sentence
-from app.remote_servers import ListingState, ServerListing
+from app.services.library import LibraryController
+from app.services.remote_servers import ListingState, ServerListing
 from app.widgets.badge_delegate import BADGE_ROLE, BadgeDelegate
+from app.wording.presenters import BASE_MODEL_BADGE, sentence
 from engine import LibraryEntry, RemoteModelInfo, format_bytes, format_count
 
 ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1

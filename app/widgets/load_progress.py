@@ -7,7 +7,7 @@ import time
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QProgressBar, QWidget
 
-from app.presenters import PHASE_LABELS
+from app.wording.presenters import PHASE_LABELS
 from engine import LoadPhase
 
 

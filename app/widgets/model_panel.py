@@ -21,12 +21,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.load_settings import MAX_CONTEXT, first_request
-from app.model_session import SessionState
-from app.presenters import BASE_MODEL_BADGE, BASE_MODEL_TIP, FACT_TIPS, elide_middle, model_facts, sentence
+from app.services.model_session import SessionState
+from app.settings.load_settings import MAX_CONTEXT, first_request
 from app.widgets.context_spin import ContextSpinBox
 from app.widgets.load_progress import LoadProgress
 from app.widgets.memory_bar import MemoryBar
+from app.wording.presenters import (
+    BASE_MODEL_BADGE,
+    BASE_MODEL_TIP,
+    FACT_TIPS,
+    elide_middle,
+    model_facts,
+    sentence,
+)
 from engine import (
     DEFAULT_CONTEXT_PER_CONVERSATION,
     DEFAULT_MAX_DRAFT,

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.remote_servers import ListingState, RemoteServers
+from app.services.remote_servers import ListingState, RemoteServers
 from engine import RemoteError
 
 URL_ROLE = Qt.ItemDataRole.UserRole + 1

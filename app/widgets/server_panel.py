@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.api import RequestRecord
-from app.local_server import ServerStatus
+from app.services.local_server import ServerStatus
 
 MAX_ROWS = 100
 COLUMNS = ("Time", "Client", "Tokens", "Tok/s", "Status")

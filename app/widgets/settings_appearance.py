@@ -7,7 +7,7 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QApplication, QComboBox, QFormLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from app.chat.theme import apply_font_size, apply_theme
-from app.preferences import MAX_FONT_SIZE, MIN_FONT_SIZE, Preferences, Theme
+from app.settings.preferences import MAX_FONT_SIZE, MIN_FONT_SIZE, Preferences, Theme
 
 THEME_NAMES = {Theme.SYSTEM: "The system's", Theme.LIGHT: "Light", Theme.DARK: "Dark"}
 SYSTEM_SIZE = MIN_FONT_SIZE - 1  # the spin box's "system" step, stored as 0

@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QApplication
 
 from app.chat.theme import apply_appearance
-from app.paths import save_models_dir
-from app.preferences import Preferences
-from app.recent_folder import RecentFolder
+from app.platform.paths import save_models_dir
+from app.settings.preferences import Preferences
+from app.settings.recent_folder import RecentFolder
 from app.widgets.settings_dialog import SettingsContext, SettingsDialog, SettingsPage
 from engine import DownloadState, EngineError, plural
 
 if TYPE_CHECKING:
     from app.chat.sampling_panel import SamplingSettings
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
 # A paused or failed download keeps its parts in the old folder's staging area to resume from.
 _SETTLED = (DownloadState.DONE, DownloadState.CANCELLED)

@@ -17,9 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.discover_controller import DiscoverController
-from app.preferences import Preferences
-from app.remote_servers import RemoteServers
+from app.services.discover import DiscoverController
+from app.services.remote_servers import RemoteServers
+from app.settings.preferences import Preferences
 from app.widgets.remote_servers_page import RemoteServersPage
 from app.widgets.settings_appearance import AppearancePage
 from app.widgets.settings_general import GeneralPage, ModelsFolder

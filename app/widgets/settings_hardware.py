@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from app.preferences import MAX_THREADS, Preferences
+from app.settings.preferences import MAX_THREADS, Preferences
 from app.widgets.model_panel import AUTO_GPU_LAYERS
 from engine import HardwareSnapshot
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QWidget
 
-from app.discover_controller import DiscoverController
-from app.hub_settings import (
+from app.services.discover import DiscoverController
+from app.settings.hub_settings import (
     MAX_PARALLEL_DOWNLOADS,
     KeyringUnavailable,
     read_token,

@@ -35,12 +35,12 @@ The modules, bottom up:
 
 from __future__ import annotations
 
+from engine.base.errors import InvalidModelFile
 from engine.catalog.architectures import known_architectures
 from engine.catalog.inspection import inspect, inspect_model, inspect_projector
 from engine.catalog.model_info import ModelInfo, ModelKind, ProjectorInfo, Scalar, model_identity
 from engine.catalog.split_files import split_part_paths
 from engine.catalog.vocabulary import SPECIAL_TOKEN_TYPES, TokenTable, read_token_table
-from engine.errors import InvalidModelFile
 
 __all__ = [
     "SPECIAL_TOKEN_TYPES",

@@ -17,9 +17,9 @@ from typing import BinaryIO
 
 import gguf
 
+from engine.base.errors import InvalidModelFile
+from engine.base.units import format_bytes
 from engine.catalog.model_info import Scalar
-from engine.errors import InvalidModelFile
-from engine.units import format_bytes
 
 MAGIC = b"GGUF"
 # A real header (vocabulary, merges, templates) is a few tens of MB at most; refusing

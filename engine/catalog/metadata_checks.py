@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.base.errors import InvalidModelFile
 from engine.catalog.architectures import known_architectures
 from engine.catalog.gguf_header import Header, as_int
 from engine.catalog.gguf_reader import (
@@ -18,10 +19,9 @@ from engine.catalog.gguf_reader import (
     shorten,
     type_name,
 )
+from engine.catalog.load_limits import check_llama_limits
 from engine.catalog.model_info import ProjectorInfo
 from engine.catalog.vocabulary import MERGES_KEY, SCORES_KEY, TOKEN_TYPE_KEY, TOKENS_KEY
-from engine.errors import InvalidModelFile
-from engine.load_limits import check_llama_limits
 
 # clip.cpp reads its hyper-parameters with gguf_get_val_u32/_i32/_f32/_bool, which
 # GGML_ASSERT the stored type: a projector with e.g. an INT32 image size aborts the

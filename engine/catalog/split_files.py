@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from engine.base.errors import InvalidModelFile
 from engine.catalog.gguf_header import Header, as_int, check_complete, parse_header
 from engine.catalog.gguf_reader import Opener, invalid_file, open_reader
-from engine.errors import InvalidModelFile
 
 _SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 

@@ -15,8 +15,8 @@ import jinja2.ext
 import jinja2.nodes
 import jinja2.sandbox
 
+from engine.base.errors import EngineError
 from engine.chat.formats import Turn, merge_consecutive, merge_system
-from engine.errors import EngineError
 
 if TYPE_CHECKING:
     from jinja2.parser import Parser

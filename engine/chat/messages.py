@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InvalidChatRequest
+from engine.base.errors import InvalidChatRequest
 
 
 class Role(enum.StrEnum):

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.base.errors import EngineError
 from engine.chat.messages import ChatMessage, Role
 from engine.chat.template import ChatTemplate, RenderedPrompt
-from engine.errors import EngineError
 
 
 class TokenizationError(EngineError):

@@ -4,7 +4,7 @@ format's own call syntax, with arguments that match each function's JSON schema.
 The calls' JSON is one JSON schema (``anyOf`` the offered functions, each an object whose
 ``name`` is that function's and whose arguments follow its ``parameters``) converted by
 llama.cpp's converter; the format's syntax around it is added here, as rules whose names
-start with ``hearth-``. Pure Python apart from the converter (``engine.grammar``).
+start with ``hearth-``. Pure Python apart from the converter (``engine.sampling.grammar``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.base.errors import InvalidChatRequest
 from engine.chat.tool_calls import ToolCallFormat
-from engine.errors import InvalidChatRequest
-from engine.grammar import Grammar, convert_json_schema, precheck_json_schema
+from engine.sampling.grammar import Grammar, convert_json_schema, precheck_json_schema
 
 ToolChoice = str | Mapping[str, Any]
 

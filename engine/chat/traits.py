@@ -12,7 +12,7 @@ from engine.chat.messages import ChatMessage, Role
 from engine.chat.reasoning import ReasoningSplitter
 from engine.chat.template import ChatTemplate
 from engine.chat.tool_calls import ToolCallFormat
-from engine.grammar import Grammar
+from engine.sampling.grammar import Grammar
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 

@@ -1,6 +1,6 @@
 """Hugging Face Hub: search GGUF repositories, plan a quantization from its header read over
 HTTP ranges (before any download), and download it resumably, verified, into the models
-folder. No Qt: the Discover tab (``app/discover_page.py``) and ``hearth search|pull|plan
+folder. No Qt: the Discover tab (``app/window/discover_page.py``) and ``hearth search|pull|plan
 hf://`` are thin layers over these names.
 
 - ``access``: ``HubAccess`` (endpoint, token), ``resolve_endpoint``, errors mapped to

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-from engine.errors import (
+from engine.base.errors import (
     EngineError,
     HubAccessDenied,
     HubError,

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from engine.errors import HubRateLimited, NoGgufFiles
+from engine.base.errors import HubRateLimited, NoGgufFiles
 from engine.hub.access import HubAccess, hub_errors
 from engine.hub.files import HubFile, RepoFiles, RepoSummary, check_git_oid, check_sha256, group_files
 

@@ -28,17 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import (
+from engine.base.errors import (
     ChecksumMismatch,
     HubError,
     HubProtocolError,
     HubUnreachable,
     NotEnoughSpace,
 )
+from engine.base.units import format_bytes
 from engine.hub.access import HubAccess, status_error
 from engine.hub.download_buffers import BufferPool, ChunkReader, Sink
 from engine.hub.files import HubFile, QuantOption, safe_target
-from engine.units import format_bytes
 
 STAGING = ".hearth-downloads"
 CHUNK = 1 << 20

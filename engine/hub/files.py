@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from engine.errors import NoGgufFiles, UnsafeFileName
+from engine.base.errors import NoGgufFiles, UnsafeFileName
 
 _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 # The quantization names llama.cpp's tools write into file names (Q4_K_M, IQ3_XXS, BF16,

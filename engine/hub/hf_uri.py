@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.errors import HubError
+from engine.base.errors import HubError
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _REPO = re.compile(rf"^(?P<repo>{_NAME}/{_NAME})(?:@(?P<rev>[A-Za-z0-9._/-]+?))?(?::(?P<choice>.+))?$")

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from engine.errors import EngineError
+from engine.base.errors import EngineError
 from engine.hub.download import DownloadControl, Downloader, DownloadProgress, DownloadSpec, DownloadState
 
 DEFAULT_PARALLEL = 2

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from engine.base.errors import HubNotFound, HubProtocolError
 from engine.catalog import ModelInfo, inspect_model, inspect_projector
 from engine.catalog.gguf_reader import Reader, invalid_file
-from engine.errors import HubNotFound, HubProtocolError
 from engine.hub.access import HubAccess, hub_errors, status_error
 from engine.hub.files import HubFile, QuantOption, RepoFiles
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
-from engine.errors import ImageRejected
-from engine.units import format_bytes
+from engine.base.errors import ImageRejected
+from engine.base.units import format_bytes
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 DEFAULT_MAX_PIXELS = 40_000_000

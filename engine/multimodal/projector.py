@@ -17,8 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
+from engine.base.errors import Cancelled, EngineError, ImageRejected, LoadFailed
 from engine.catalog import ModelInfo, ProjectorInfo, inspect_projector
-from engine.errors import Cancelled, EngineError, ImageRejected, LoadFailed
 from engine.multimodal.images import DecodedImage
 from engine.multimodal.prompts import ChunkCache, MediaChunk, TokenizedPrompt
 from engine.scheduler import MediaSegment, PromptLayout, TextSegment
@@ -121,8 +121,8 @@ class ProjectorRuntime:
         is checked too (``ProjectorMismatch``). Raises ``Cancelled`` when ``progress``
         returned False, ``LoadFailed`` with mtmd's reason otherwise.
         """
-        from engine.llama_log import LogLevel, capture_llama_logs
-        from engine.native import ensure_backend
+        from engine.native.backend import ensure_backend
+        from engine.native.llama_log import LogLevel, capture_llama_logs
 
         path = Path(projector_path)
         projector_model = inspect_projector(path)

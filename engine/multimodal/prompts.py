@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from engine.errors import ImageRejected
+from engine.base.errors import ImageRejected
 from engine.scheduler import MediaSegment, PromptLayout
 
 

@@ -26,7 +26,7 @@ What llama.cpp allocates, and how it is predicted here:
   caches' cell bookkeeping and the prompts' token ids (per cell), and a fixed 5 MiB
   (thread stacks and arenas, graph metadata). Fitted to RSS growth while every
   conversation decodes, with glibc's mmap threshold fixed so that freed buffers never stay
-  resident (``engine.native.fix_malloc_threshold``).
+  resident (``engine.native.backend.fix_malloc_threshold``).
 - output: the host buffer for logits, ``n_seq_max x n_vocab`` floats at creation, growing to
   ``n_outputs_max`` rows when a batch verifies drafts.
 

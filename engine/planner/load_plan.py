@@ -7,10 +7,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from engine.base.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_DRAFT
+from engine.base.errors import EngineError
+from engine.base.units import format_bytes
 from engine.catalog import ModelInfo
-from engine.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_DRAFT
-from engine.errors import EngineError
-from engine.units import format_bytes
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

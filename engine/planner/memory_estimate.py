@@ -135,7 +135,7 @@ def compute_estimate(shape: ModelShape, params: LlamaParams) -> ComputeEstimate:
 
 # What serving holds outside llama.cpp's named buffers, besides the vocabulary tables.
 # Measured as RSS growth while every conversation decodes (benchmarks/bench_memory.py),
-# with glibc's mmap threshold fixed (engine.native.fix_malloc_threshold):
+# with glibc's mmap threshold fixed (engine.native.backend.fix_malloc_threshold):
 # Each conversation's sampler chain keeps n_vocab candidates (llama_token_data, 12 bytes)
 # and about a byte of state per token.
 CHAIN_BYTES_PER_VOCAB_TOKEN = 13

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, replace
 
-from engine.hardware import GpuInfo, HardwareSnapshot
+from engine.machine.hardware import GpuInfo, HardwareSnapshot
 from engine.planner.load_plan import GIB, MIB, DeviceMemory, LlamaParams, LoadRequest, memory_total
 from engine.planner.memory_estimate import (
     compute_estimate,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from engine.base.units import format_bytes
 from engine.catalog import ModelInfo
-from engine.hardware import HardwareSnapshot
+from engine.machine.hardware import HardwareSnapshot
 from engine.planner.load_plan import (
     TIGHT_MARGIN,
     DeviceMemory,
@@ -32,7 +33,6 @@ from engine.planner.placement import (
 from engine.planner.reasons import memory_reasons, placement_reasons
 from engine.planner.suggestions import suggest
 from engine.planner.validation import validate_request
-from engine.units import format_bytes
 
 
 def plan_load(info: ModelInfo, hardware: HardwareSnapshot, request: LoadRequest) -> LoadPlan:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from engine.base.units import format_bytes
 from engine.catalog import ModelInfo
-from engine.hardware import HardwareSnapshot
+from engine.machine.hardware import HardwareSnapshot
 from engine.planner.load_plan import DeviceMemory, LlamaParams, LoadPlan, LoadRequest, Verdict
 from engine.planner.memory_estimate import repacked_bytes
 from engine.planner.model_shape import ModelShape
 from engine.planner.placement import Layout, gpu_names, is_worker
-from engine.units import format_bytes
 
 
 def _offload_label(hardware: HardwareSnapshot) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from engine.hardware import HardwareSnapshot
+from engine.base.units import plural
+from engine.machine.hardware import HardwareSnapshot
 from engine.planner.load_plan import (
     CONTEXT_STEP,
     MIN_CONTEXT,
@@ -19,7 +20,6 @@ from engine.planner.load_plan import (
 from engine.planner.memory_estimate import non_causal_image_tokens
 from engine.planner.placement import Layout
 from engine.planner.validation import Settings
-from engine.units import plural
 
 
 def suggest(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.cpu_load import cores_taken
-from engine.hardware import HardwareSnapshot
+from engine.base.units import plural
+from engine.machine.cpu_load import cores_taken
+from engine.machine.hardware import HardwareSnapshot
 from engine.planner.load_plan import MAX_THREADS, InvalidLoadRequest, LoadRequest
-from engine.units import plural
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.base.defaults import DEFAULT_N_BATCH
 from engine.catalog import ModelInfo
-from engine.defaults import DEFAULT_N_BATCH
-from engine.hardware import HardwareSnapshot
+from engine.machine.hardware import HardwareSnapshot
 from engine.planner.load_plan import (
     CONTEXT_STEP,
     DEFAULT_N_UBATCH,
@@ -20,7 +20,7 @@ from engine.planner.load_plan import (
 from engine.planner.memory_estimate import non_causal_image_tokens
 from engine.planner.model_shape import ModelShape
 from engine.planner.threads import check_threads, choose_threads
-from engine.speculative import MAX_DRAFT_LIMIT
+from engine.speculation.policy import MAX_DRAFT_LIMIT
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 
-from engine.errors import EngineError, ReplyInterrupted
+from engine.base.errors import EngineError, ReplyInterrupted
 
 
 class RemoteError(EngineError):

@@ -7,12 +7,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from engine.base.errors import EngineError
 from engine.chat.traits import ChatTraits
 from engine.chat_model import ModelLabel
-from engine.errors import EngineError
 from engine.remote.endpoint import RemoteModelInfo
 from engine.remote.reply import RemoteReply
-from engine.requests import ChatRequest, RequestHandle
+from engine.requests.request import ChatRequest, RequestHandle
 
 
 class CannotMeasure(EngineError):

@@ -18,7 +18,7 @@ from typing import Any
 from engine.remote.endpoint import READ_TIMEOUT_S, RemoteEndpoint
 from engine.remote.errors import RemoteError, RemoteInterrupted, RemoteRefused, translate
 from engine.remote.wire import THINK_CLOSE, THINK_OPEN, chat_body, chunk_parts, stop_reason, timings
-from engine.requests import (
+from engine.requests.request import (
     ChatRequest,
     Completed,
     Completion,

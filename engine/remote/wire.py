@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.base.errors import InvalidChatRequest
 from engine.chat import ChatMessage, Role
-from engine.errors import InvalidChatRequest
-from engine.requests import ChatRequest, StopReason, Timings, Usage
+from engine.requests.request import ChatRequest, StopReason, Timings, Usage
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"

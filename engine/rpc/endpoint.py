@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from engine.errors import EngineError
+from engine.base.errors import EngineError
 
 DEFAULT_PORT = 50052  # llama.cpp's rpc-server default
 

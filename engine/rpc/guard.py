@@ -8,7 +8,7 @@ calls the callback set with ``ggml_set_abort_callback`` and then ``abort()``,
 unconditionally (ggml/src/ggml.c). Nothing can make the failing call return.
 
 So the RPC client only ever runs in a child process of its own, one per split model
-(engine/rpc/model_child.py). There this callback, for an RPC failure, hands llama.cpp's
+(engine/model_process/child.py). There this callback, for an RPC failure, hands llama.cpp's
 message to the reporter (which tells the parent) and ends the child with ``os._exit``:
 no parked thread, no memory kept; the OS frees the model and closes its connections, so
 the surviving workers are free for another client. A plain ``abort()`` would do the same

@@ -8,7 +8,7 @@ devices registered here are the ones llama.cpp sees.
 Every function here can abort the process inside llama.cpp when a worker cannot be reached
 (ggml-rpc's rpc_dispatcher::start calls GGML_ABORT on a failed connect or handshake, and
 its dispatcher thread on any failed send or receive). Call them only in a child process:
-the probe (``engine.rpc.probe``), or a split model's own (``engine.rpc.model_child``, after
+the probe (``engine.rpc.probe``), or a split model's own (``engine.model_process.child``, after
 a probe reached the worker, with ``engine.rpc.guard`` installed).
 """
 
@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import LoadFailed
+from engine.base.errors import LoadFailed
 
 _c = ctypes
 _dev_t = _c.c_void_p
@@ -63,7 +63,7 @@ class _Bindings:
 
 def library_path() -> Path | None:
     """libggml-rpc in llama_cpp/lib, or None when this build has none."""
-    from engine.native_probe import llama_lib_dir
+    from engine.native.probe import llama_lib_dir
 
     folder = llama_lib_dir()
     if folder is None:
@@ -92,7 +92,7 @@ def bindings() -> _Bindings:
     with _lock:
         if _bindings is not None:
             return _bindings
-        from engine.native import require_backend
+        from engine.native.backend import require_backend
 
         require_backend()
         path = library_path()
@@ -167,7 +167,7 @@ def add_server(endpoint: str) -> tuple[int, ...]:
     Unlike llama.cpp's own tools, Hearth does not ``ggml_backend_register`` the returned
     registry: the worker's devices stay out of ggml's device list, so no other model, no
     hardware snapshot and no device query ever talks to a worker (a query to a lost one
-    would abort); a split load names them explicitly (engine/model_loader.py).
+    would abort); a split load names them explicitly (engine/runtime/loader.py).
     """
     b = bindings()
     reg = b.add_server(endpoint.encode())

@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine.errors import EngineError
+from engine.base.errors import EngineError
+from engine.base.units import format_bytes
 from engine.rpc.endpoint import WorkerAddress
-from engine.units import format_bytes
 
 NO_AUTH_WARNING = (
     "warning: llama.cpp's RPC protocol has no authentication and no encryption: anyone who "

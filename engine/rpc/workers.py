@@ -19,14 +19,14 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from engine.devices import RemoteDevice
-from engine.hardware import HardwareSnapshot
+from engine.machine.devices import RemoteDevice
+from engine.machine.hardware import HardwareSnapshot
 from engine.rpc.endpoint import WorkerAddress
 
 PROBE_FLAG = "--rpc-probe"  # `hearth --rpc-probe ENDPOINT` runs probe.child_main() in a bundle
 PROBE_TIMEOUT_S = 20.0
 PING_TIMEOUT_S = 3.0
-# GGML_ABORT would otherwise attach gdb to print a backtrace (engine/native_probe.py).
+# GGML_ABORT would otherwise attach gdb to print a backtrace (engine/native/probe.py).
 CHILD_ENV = {"GGML_NO_BACKTRACE": "1"}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.defaults import DEFAULT_N_BATCH, DEFAULT_QUEUE_CAPACITY
+from engine.base.defaults import DEFAULT_N_BATCH, DEFAULT_QUEUE_CAPACITY
 
 DEFAULT_N_UBATCH = 512
 DEFAULT_PREFILL_QUANTUM = 512

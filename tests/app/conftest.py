@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from app.gui_garbage import GuiThreadCollector
-from app.paths import AppPaths, resolve_paths
-from engine.hardware import HardwareSnapshot
+from app.platform.gui_garbage import GuiThreadCollector
+from app.platform.paths import AppPaths, resolve_paths
+from engine.machine.hardware import HardwareSnapshot
 from tests.api_support import ServerThread, load
 from tests.helpers import open_window
 
 
 @pytest.fixture(autouse=True)
 def gui_thread_garbage(qapp):
-    """Cycles collected on the GUI thread only, as in the app (app/gui_garbage.py)."""
+    """Cycles collected on the GUI thread only, as in the app (app/platform/gui_garbage.py)."""
     collector = GuiThreadCollector()
     yield
     collector.stop()

@@ -32,7 +32,7 @@ def test_the_app_imports_only_the_engine_package() -> None:
 
 
 def test_the_check_finds_a_submodule_import(tmp_path: Path) -> None:
-    bad = "def f():\n    from engine.executor import Executor\nimport engine.catalog\n"
+    bad = "def f():\n    from engine.runtime.executor import Executor\nimport engine.catalog\n"
     (tmp_path / "bad.py").write_text(bad)
     assert len(engine_submodule_imports(tmp_path, tmp_path)) == 2
 
@@ -40,5 +40,5 @@ def test_the_check_finds_a_submodule_import(tmp_path: Path) -> None:
 def test_every_public_name_resolves() -> None:
     for name in engine.__all__:
         assert getattr(engine, name) is not None, name
-    target = engine._EXPORTS["run_native_probe_child"]
+    target = engine.exports()["run_native_probe_child"]
     assert engine.run_native_probe_child is importlib.import_module(target.split(":")[0]).child_main

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from app.store import Message, MessageState, Store
+from app.store.history import Message, MessageState, Store
 
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "llamas", "decode", "tokens")
 SHARED_IMAGE = b"\x89PNG\r\n\x1a\n" + b"shared image, stored once" * 40

@@ -118,7 +118,7 @@ def split_plan(endpoints: list[str], gpu_layers: int = 12, ctx: int = 1024, para
 
 def lost_main(ports: list[str]) -> int:
     """The child of the SIGKILL test: one JSON object per line on stdout. The split model
-    itself runs in a grandchild (engine/rpc/model_process.py); this process is the parent
+    itself runs in a grandchild (engine/model_process/process.py); this process is the parent
     whose window and other models must carry on."""
     import psutil
     from PySide6.QtCore import QCoreApplication, Qt

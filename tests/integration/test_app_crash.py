@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.tiny_models import TinyTextSpec, write_tiny_text_model
+from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.conftest import SCRIPT
 from tests.integration.test_store_crash import check_database_after_kill
 

@@ -9,10 +9,10 @@ import pytest
 
 from engine.chat import ChatMessage, tokenize
 from engine.loaded_model import Engine, LoadedModel
-from engine.native import ensure_backend
-from engine.native_batch import NativeBatch
-from engine.requests import ChatRequest, StopReason
-from engine.sampling import GREEDY
+from engine.native.backend import ensure_backend
+from engine.native.batch import NativeBatch
+from engine.requests.request import ChatRequest, StopReason
+from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 
 pytestmark = pytest.mark.gemma
@@ -121,7 +121,7 @@ def test_speculation_agrees_until_a_near_tie_and_every_token_passes_solo_scoring
     gemma_path: Path, source: str
 ) -> None:
     from engine.catalog import inspect_model
-    from engine.speculative import SpeculationConfig, SpeculationMode
+    from engine.speculation.policy import SpeculationConfig, SpeculationMode
 
     if source == "draft":
         plan = plan_for(gemma_path, ctx=1024, parallel=1, draft=inspect_model(gemma_path), max_draft=4)

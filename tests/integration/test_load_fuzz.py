@@ -1,9 +1,9 @@
 """Header mutations of real files through the real load path: 0 signals, one line each.
 
 Each mutant goes through the catalog as the app would; what the catalog accepts is opened
-by llama.cpp in child processes (engine/model_check.py, the same check the executor runs
+by llama.cpp in child processes (engine/native/model_check.py, the same check the executor runs
 before loading in-process). A mutant must either load or be refused in one line: a child
-that dies of a signal is a rule missing from engine/load_limits.py. The schedule is random
+that dies of a signal is a rule missing from engine/catalog/load_limits.py. The schedule is random
 each run; the seed is printed, and HEARTH_FUZZ_SEED=<seed> replays it.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import gguf
 import pytest
 
+from engine.base.errors import InvalidModelFile
 from engine.catalog import inspect_model
-from engine.errors import InvalidModelFile
-from engine.model_check import ModelVerdict, check_files
+from engine.native.model_check import ModelVerdict, check_files
 
 # Each mutant the catalog lets through is loaded in a child (~1 s of Gemma); a third are
 # random bytes anywhere in the header, the rest aimed at its values (seeded, replayable).

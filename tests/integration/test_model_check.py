@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.base.errors import LoadFailed
 from engine.catalog import inspect_model
-from engine.errors import LoadFailed
-from engine.model_check import check_files, check_model_file, verdict_key
+from engine.native.model_check import check_files, check_model_file, verdict_key
 from tests.conftest import plan_for
-from tests.engine.test_catalog import nul_inside_a_token
+from tests.engine.catalog.test_catalog import nul_inside_a_token
 
 
 def test_a_file_that_aborts_llama_cpp_costs_only_the_child(tmp_path: Path, tiny_model: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import native_probe
-from engine.errors import NativeBuildUnsafe
+from engine.base.errors import NativeBuildUnsafe
+from engine.native import probe as native_probe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def test_a_failed_probe_keeps_llama_cpp_out_of_the_process_and_says_so(tmp_path:
     cache_home = tmp_path / "cache"
     env = dict(os.environ, XDG_CACHE_HOME=str(cache_home))
     script = (
-        "from engine import native_probe as p; import sys;"
+        "from engine.native import probe as p; import sys;"
         f"r = p.check_build(command={SIGILL_CHILD!r}); sys.exit(0 if not r.ok else 1)"
     )
     assert subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env).returncode == 0
@@ -140,7 +140,7 @@ def test_a_failed_probe_keeps_llama_cpp_out_of_the_process_and_says_so(tmp_path:
         [
             sys.executable,
             "-c",
-            "import sys, engine.native as n; ok = n.ensure_backend();"
+            "import sys, engine.native.backend as n; ok = n.ensure_backend();"
             "sys.exit(0 if not ok and 'llama_cpp' not in sys.modules else 1)",
         ],
         cwd=REPO,

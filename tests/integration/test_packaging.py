@@ -67,7 +67,7 @@ def report_line(result: subprocess.CompletedProcess[str], prefix: str) -> str:
 
 
 def test_self_test_passes_and_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import run_cli
+    from app.cli.commands import run_cli
 
     assert run_cli(["--self-test"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -78,8 +78,8 @@ def test_self_test_passes_and_prints_one_line(capsys: pytest.CaptureFixture[str]
 def test_self_test_reports_a_failure_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app import self_test
-    from engine import native
+    from app.platform import self_test
+    from engine.native import backend as native
 
     monkeypatch.setattr(native, "load_error", lambda: "llama.cpp could not be loaded: OSError: libgomp.so.1")
     assert self_test.run_self_test() == 1
@@ -89,7 +89,7 @@ def test_self_test_reports_a_failure_in_one_line(
 
 
 def test_self_test_leaves_the_environment_as_it_was() -> None:
-    from app import self_test
+    from app.platform import self_test
 
     before = dict(os.environ)
     assert self_test.run_self_test() == 0
@@ -99,7 +99,7 @@ def test_self_test_leaves_the_environment_as_it_was() -> None:
 def test_seconds_since_process_start_is_plausible() -> None:
     import psutil
 
-    from app.self_test import seconds_since_process_start
+    from app.platform.self_test import seconds_since_process_start
 
     elapsed = seconds_since_process_start()
     assert 0 < elapsed < 24 * 3600
@@ -298,7 +298,7 @@ def test_bundle_carries_llama_cpp_resources_and_only_the_qt_it_needs(built: Path
 
     # No test code, no test tools (they live in the PYZ archive if anywhere: check its table of contents).
     toc = pyz_module_names(built.parent / "work" / "hearth")
-    assert "engine.loaded_model" in toc and "app.self_test" in toc
+    assert "engine.loaded_model" in toc and "app.platform.self_test" in toc
     for unwanted in (
         "tests",
         "pytest",

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from engine.catalog import ModelInfo, inspect
-from engine.hardware import HardwareSnapshot, described_machine
-from engine.llama_log import ReportedMemory, capture_llama_logs, parse_buffer_sizes
-from engine.native_context import context_params
+from engine.machine.hardware import HardwareSnapshot, described_machine
+from engine.native.context_params import context_params
+from engine.native.llama_log import ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.planner import KvCacheType, LlamaParams, LoadPlan, LoadRequest, plan_load
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -34,7 +34,7 @@ ROUNDING = int(0.006 * 1024 * 1024)
 
 def cpu_only() -> HardwareSnapshot:
     """A described CPU-only machine with this build's SIMD features (what repacking needs)."""
-    from engine.native import simd_features
+    from engine.native.backend import simd_features
 
     return replace(described_machine(ram_total=64 * GIB, name="test CPU"), simd=simd_features())
 
@@ -43,7 +43,7 @@ class LoadedModel:
     """A model loaded once per module (loading Gemma costs ~0.3 s) plus what loading reported."""
 
     def __init__(self, path: Path) -> None:
-        from engine.native import ensure_backend
+        from engine.native.backend import ensure_backend
 
         assert ensure_backend()
         self.info: ModelInfo = inspect(path)
@@ -78,7 +78,7 @@ def tiny(tiny_model: Path) -> Iterator[LoadedModel]:
 @pytest.fixture(scope="module")
 def tiny_wide(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
     """Head size 64, so quantized KV caches (32-element blocks) are allowed."""
-    from engine.tiny_models import TinyTextSpec, write_tiny_text_model
+    from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 
     path = tmp_path_factory.mktemp("wide") / "tiny-wide.gguf"
     write_tiny_text_model(path, TinyTextSpec(n_embd=256, n_head=4, n_head_kv=2, n_ff=768, n_ctx_train=8192))
@@ -208,7 +208,7 @@ def test_qwen_matches_llama_cpp_with_its_repacked_weights(qwen: LoadedModel, ctx
 @pytest.fixture(scope="module")
 def tiny_q4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedModel]:
     """Q4_0 block matrices: an AVX2 or ARM dot-product build repacks them."""
-    from engine.tiny_models import TinyTextSpec, write_tiny_text_model
+    from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 
     path = tmp_path_factory.mktemp("q4") / "tiny-q4.gguf"
     write_tiny_text_model(path, TinyTextSpec(n_embd=256, n_head=4, n_head_kv=2, n_ff=768, weight_type="Q4_0"))

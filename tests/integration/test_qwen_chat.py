@@ -8,8 +8,8 @@ import pytest
 
 from engine.chat import ChatMessage
 from engine.loaded_model import Engine
-from engine.requests import ChatRequest, StopReason
-from engine.sampling import GREEDY
+from engine.requests.request import ChatRequest, StopReason
+from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 
 pytestmark = pytest.mark.qwen

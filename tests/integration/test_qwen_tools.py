@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.active_request as active_request_module
+import engine.runtime.active_request as active_request_module
 from engine.chat import (
     ChatMessage,
     ChatTraits,
@@ -25,10 +25,10 @@ from engine.chat import (
     tool_choice_grammar,
 )
 from engine.chat.tool_calls import collect_output
-from engine.grammar import grammar_from_json_schema
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests import ChatRequest, Completion, StopReason, TextDelta
-from engine.sampling import GREEDY, SamplingParams
+from engine.requests.request import ChatRequest, Completion, StopReason, TextDelta
+from engine.sampling.grammar import grammar_from_json_schema
+from engine.sampling.params import GREEDY, SamplingParams
 from tests.conftest import plan_for
 
 pytestmark = pytest.mark.qwen

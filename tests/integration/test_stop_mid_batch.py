@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests import ChatMessage, ChatRequest, Completed, Prefill, StopReason
-from engine.sampling import GREEDY
+from engine.requests.request import ChatMessage, ChatRequest, Completed, Prefill, StopReason
+from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 
 TIMEOUT = 300

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.store import MessageState, Store
+from app.store.history import MessageState, Store
 
 WRITER = Path(__file__).resolve().parent / "crash_writer.py"
 KILLS = 20

@@ -1,0 +1,24 @@
+"""Serving one loaded model: the executor thread, its commands, the loader and the requests it runs.
+
+Only code in this package calls llama.cpp for a loaded model, and only on the executor thread.
+"""
+
+from engine.base.lazy import lazy_exports
+
+_EXPORTS = {
+    "Cancel": "commands",
+    "Inbox": "commands",
+    "Unload": "commands",
+    "Executor": "executor",
+    "ExecutorState": "executor",
+    "resolve_speculation": "executor",
+    "PromptBuilder": "prompt_builder",
+    "ActiveSlot": "serving_stats",
+    "BatchRecord": "serving_stats",
+    "RATE_WINDOW": "serving_stats",
+    "ServingCounters": "serving_stats",
+    "GrammarStuck": "token_sampler",
+    "SamplerHost": "token_sampler",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,644 @@
+"""The executor QThread: owns every native llama.cpp handle of one loaded model.
+
+It loads the model (``engine.runtime.loader``), then runs the serving loop, one tick at a
+time: drain commands → admit waiting requests into sequences (reusing cached prefixes) →
+sample the rows the last batch left → emit text → plan a batch (``engine.scheduler``) →
+stage → one ``llama_decode`` → apply. Other threads only enqueue commands
+(``engine.runtime.commands``); results leave as events on each request's handle.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import Any
+
+from PySide6.QtCore import QThread, Signal
+
+from engine.base.defaults import DEFAULT_QUEUE_CAPACITY
+from engine.base.errors import Cancelled, EngineError, ImageRejected, LoadFailed
+from engine.catalog import model_identity
+from engine.chat import TextStream
+from engine.chat.traits import ChatTraits
+from engine.machine.cpu_load import (
+    CpuReading,
+    contention,
+    logical_cpus,
+    physical_cores,
+    read_cpu,
+    share_between,
+)
+from engine.multimodal import ImageEvalFailed
+from engine.native.abort import DecodeAbort
+from engine.native.backend import require_backend
+from engine.native.batch import NativeBatch
+from engine.native.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
+from engine.native.model import NativeModel
+from engine.planner import LoadPlan
+from engine.requests.request import (
+    ChatRequest,
+    Completed,
+    Completion,
+    DecodeFailed,
+    EngineStats,
+    Failed,
+    PromptSize,
+    Queued,
+    RequestHandle,
+    StopReason,
+    Timings,
+    Usage,
+)
+from engine.runtime.active_request import ActiveRequest
+from engine.runtime.commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
+from engine.runtime.loader import LoadHooks, ModelLoader, load_error
+from engine.runtime.serving_stats import ActiveSlot, BatchRecord, ServingCounters
+from engine.runtime.speculator import Speculator
+from engine.scheduler import (
+    ZERO_BOUNDARY,
+    BatchCommit,
+    BatchPlanner,
+    BatchWork,
+    PromptLayout,
+    SequencePool,
+    SequenceProgress,
+    StagedWork,
+    WorkKind,
+)
+from engine.speculation.policy import SpeculationConfig, SpeculationMode
+
+log = logging.getLogger("hearth.executor")
+
+IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
+ABORTED = 2  # llama_decode's return when its abort callback said stop
+
+
+class ExecutorState(enum.Enum):
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+    UNLOADED = "unloaded"
+
+
+def resolve_speculation(plan: LoadPlan, speculation: SpeculationConfig | None) -> SpeculationConfig:
+    """What a load speculates with: as asked, else the plan's draft model, else nothing."""
+    if speculation is None and plan.request.draft is not None:
+        speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=plan.request.draft.path)
+    return speculation or SpeculationConfig()
+
+
+class Executor(QThread):
+    """One per loaded model. Construct, connect signals, ``start()``."""
+
+    phase_started = Signal(object)  # LoadPhase
+    phase_progress = Signal(object, float)  # LoadPhase, 0..1
+    phase_finished = Signal(object, float)  # LoadPhase, seconds
+    ready = Signal()
+    load_failed = Signal(object)  # EngineError
+    unloaded = Signal()
+    # Never emitted here: a model with RPC workers runs in a child process, and the
+    # parent's engine.model_process.process emits it when that child loses a worker. Declared
+    # so LoadedModel offers the same signals whichever runs the model.
+    worker_lost = Signal(object)
+    lost_worker = False  # likewise: only a model in a child process loses a worker
+
+    def __init__(
+        self,
+        plan: LoadPlan,
+        *,
+        force: bool = False,
+        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
+        speculation: SpeculationConfig | None = None,
+    ) -> None:
+        super().__init__()
+        self.setObjectName(f"hearth-executor-{plan.model.path.stem}")
+        self.plan = plan
+        self.model_identity = model_identity(plan.model)  # stamped on every Completion's tokens
+        self.force = force
+        self.queue_capacity = queue_capacity
+        self.speculation = resolve_speculation(plan, speculation)
+        self.state = ExecutorState.LOADING
+        self.load_error: EngineError | None = None
+        self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
+        self.chat_traits: ChatTraits | None = None  # set once loaded
+        self._inbox = Inbox()
+        self._cancel_load = threading.Event()
+        self._ready_event = threading.Event()
+        # Executor thread only, from here on.
+        self._native: NativeModel | None = None
+        self._speculator = Speculator(self.speculation, None, None)
+        self._pool: SequencePool | None = None
+        self._planner = BatchPlanner()
+        self._waiting: collections.deque[Waiting] = collections.deque()
+        self._active: dict[int, ActiveRequest] = {}  # by sequence id
+        self._logit_rows: dict[int, range] = {}  # rows the last batch left to sample, by sequence
+        # Sequences of a batch llama_decode failed: each runs alone until it passes or fails.
+        self._suspects: collections.deque[int] = collections.deque()
+        self._counters = ServingCounters()
+        # The CPU clocks when each request was admitted (by sequence): at its end, what other
+        # programs used meanwhile goes in its Completion (``Completion.cpu``).
+        self._cpu_at_admit: dict[int, CpuReading] = {}
+        self._cores, self._cpus = physical_cores(), logical_cpus()
+        # Stop aborts the batch computing a cancelled request rather than wait for it: the
+        # request ids in the running token batch (read by ``cancel`` on other threads).
+        self._abort = DecodeAbort()
+        self._in_decode: frozenset[int] = frozenset()
+        self.n_ctx = self.n_ctx_seq = self.n_batch = self.n_seq = 0
+
+    @property
+    def has_vision(self) -> bool:
+        return self._native is not None and self._native.has_vision
+
+    # ------------------------------------------------------------------ any thread
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until loaded; raise the load error if loading failed."""
+        if not self._ready_event.wait(timeout):
+            raise TimeoutError("the model did not finish loading in time")
+        if self.load_error is not None:
+            raise self.load_error
+
+    def cancel_load(self) -> None:
+        self._cancel_load.set()
+
+    def submit(
+        self, request: ChatRequest, connect: Callable[[RequestHandle], None] | None = None
+    ) -> RequestHandle:
+        """Queue a request; raises Overloaded when the queue is full, never blocks.
+
+        ``connect(handle)`` runs before the executor can see the request: connect the
+        handle's signals there, or a fast request may finish before anyone listens.
+        """
+        request.validate()
+        if self.state in (ExecutorState.FAILED, ExecutorState.UNLOADED):
+            raise LoadFailed("No model is loaded.")
+        self._inbox.reserve(self.queue_capacity + max(self.n_seq, self.plan.params.n_seq_max))
+        handle = RequestHandle(request, canceller=self.cancel)
+        if connect is not None:
+            try:
+                connect(handle)
+            except BaseException:
+                self._inbox.release()
+                raise
+        self._inbox.put(Submit(handle))
+        return handle
+
+    def cancel(self, request_id: int) -> None:
+        self._inbox.put(Cancel(request_id))
+        if request_id in self._in_decode:
+            self._abort.request()
+
+    def request_stats(self) -> Future:
+        future: Future = Future()
+        self._inbox.put(Observe(future))
+        return future
+
+    def stats(self, timeout: float = 5.0) -> EngineStats:
+        """Observed through the command queue: answered between two batches."""
+        return self.request_stats().result(timeout)
+
+    def measure(self, request: ChatRequest) -> Future:
+        """A future ``PromptSize`` for ``request``, answered between two batches; the
+        request is rendered and tokenized as it would be sent, and not run."""
+        future: Future = Future()
+        self._inbox.put(Measure(request, future))
+        return future
+
+    def request_unload(self) -> None:
+        self._cancel_load.set()
+        self._inbox.put(Unload())
+        if self._in_decode:
+            self._abort.request()
+
+    # ------------------------------------------------------------------ executor thread
+
+    def run(self) -> None:
+        native_log: list = []
+        try:
+            require_backend()
+            with capture_llama_logs(LogLevel.INFO, this_thread_only=True) as native_log:
+                self._load()
+            self.reported_memory = parse_buffer_sizes(native_log)
+        except BaseException as exc:
+            error = load_error(exc, native_log)
+            self.load_error = error
+            self.state = ExecutorState.FAILED
+            self._ready_event.set()
+            self.load_failed.emit(error)
+            self._fail_everything(error)
+            return
+        self.state = ExecutorState.READY
+        self._ready_event.set()
+        self.ready.emit()
+        try:
+            self._serve()
+        except BaseException:
+            log.exception("executor loop crashed")
+            self._fail_everything(DecodeFailed("The engine stopped after an internal error."))
+        finally:
+            self._fail_everything(Cancelled("The model was unloaded."))
+            self._free_native()
+            self.state = ExecutorState.UNLOADED
+            self.unloaded.emit()
+
+    def _load(self) -> None:
+        hooks = LoadHooks(
+            started=self.phase_started.emit,
+            progress=self.phase_progress.emit,
+            finished=self.phase_finished.emit,
+            cancelled=self._cancel_load.is_set,
+        )
+        loader = ModelLoader(
+            self.plan, self.speculation, hooks, model_identity=self.model_identity, force=self.force
+        )
+        native = self._native = loader.load()
+        self.n_ctx, self.n_seq, self.n_batch = native.n_ctx, native.n_seq, native.n_batch
+        self.n_ctx_seq = native.n_ctx_seq
+        self.chat_traits = native.traits
+        self._pool = SequencePool(native.n_seq)
+        self._speculator = Speculator(self.speculation, native.draft, native.draft_costs)
+        self._abort.install(native.ll, native.ctx)
+
+    def _free_native(self) -> None:
+        for active in self._active.values():
+            if active.sampler is not None:
+                active.sampler.free()
+                active.sampler = None
+        self._abort.uninstall()
+        if self._native is not None:
+            self._native.free()
+            self._native = None
+
+    # -- the loop ------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while True:
+            if not self._drain_commands(block=not (self._active or self._waiting)):
+                return
+            self._reap_cancelled()
+            self._admit()
+            self._sample_ready()
+            self._emit_text(time.perf_counter())
+            self._run_batch()
+
+    def _drain_commands(self, block: bool) -> bool:
+        """Apply every queued command; False once unloading was asked for."""
+        while (command := self._inbox.get(IDLE_WAIT if block else 0)) is not None:
+            block = False
+            if isinstance(command, Submit):
+                self._waiting.append(Waiting(command.handle, time.perf_counter()))
+                command.handle._publish(Queued(len(self._waiting)))
+            elif isinstance(command, Cancel):
+                for item in (*self._waiting, *self._active.values()):
+                    if item.handle.request_id == command.request_id:
+                        item.cancelled = True
+            elif isinstance(command, Observe):
+                if command.future.set_running_or_notify_cancel():
+                    command.future.set_result(self._stats())
+            elif isinstance(command, Measure):
+                if command.future.set_running_or_notify_cancel():
+                    self._measure(command)
+            elif isinstance(command, Unload):
+                return False
+        return True
+
+    def _reap_cancelled(self) -> None:
+        for waiting in [w for w in self._waiting if w.cancelled]:
+            self._waiting.remove(waiting)
+            self._end_waiting(waiting, None)
+        for active in [a for a in self._active.values() if a.cancelled]:
+            self._finish(active, StopReason.CANCELLED)
+
+    def _admit(self) -> None:
+        native, pool = self._native, self._pool
+        assert native is not None and native.prompts is not None and pool is not None
+        assert native.samplers is not None
+        while self._waiting and pool.available:
+            waiting = self._waiting.popleft()
+            request = waiting.handle.request
+            try:
+                layout, stops, media = native.prompts.prepare(request, self.n_ctx_seq)
+            except EngineError as exc:
+                self._end_waiting(waiting, exc)
+                continue
+            try:
+                sampler = native.samplers.sampler(request.sampling)
+            except EngineError as exc:
+                native.prompts.release(media)
+                self._end_waiting(waiting, exc)
+                continue
+            try:
+                sampler.observe_text(request.assistant_prefix)
+            except EngineError as exc:
+                sampler.free()
+                native.prompts.release(media)
+                self._end_waiting(waiting, exc)
+                continue
+            acquisition = pool.acquire_matching(layout) if request.cache else pool.acquire_lru()
+            assert acquisition is not None
+            seq = acquisition.sequence_id
+            if not native.forget(seq, acquisition.truncate_from):
+                # Recurrent/hybrid memory cannot drop a tail: start this sequence over.
+                acquisition = acquisition.with_cached(ZERO_BOUNDARY)
+                if not native.forget(seq):
+                    pool.quarantine(seq)
+                    sampler.free()
+                    native.prompts.release(media)
+                    self._end_waiting(waiting, DecodeFailed("A cache slot could not be cleared; try again."))
+                    continue
+            cached = acquisition.cached
+            self._counters.admitted(cached.logical_tokens)
+            now = time.perf_counter()
+            active = ActiveRequest(
+                handle=waiting.handle,
+                progress=SequenceProgress.admit(seq, layout, cached),
+                sampler=sampler,
+                stream=TextStream(stops),
+                prompt_tokens=layout.logical_tokens,
+                cached_tokens=cached.logical_tokens,
+                t_submit=waiting.t_submit,
+                t_admit=now,
+                t_last_flush=now,
+                media=media,
+                speculation=self._speculator.admit(request, layout),
+            )
+            self._active[seq] = active
+            self._cpu_at_admit[seq] = read_cpu()
+            self._publish_prefill(active, now, force=True)
+
+    def _sample_ready(self) -> None:
+        if not self._logit_rows:
+            return
+        native = self._native
+        assert native is not None
+        rows, self._logit_rows = self._logit_rows, {}
+        now = time.perf_counter()
+        pending: dict[int, tuple[ActiveRequest, tuple[int, ...]]] = {}
+        for seq, logit_rows in rows.items():
+            active = self._active.get(seq)
+            if active is None or active.cancelled:
+                continue
+            if not active.tokens and not active.t_prefill_done:
+                active.t_prefill_done = now
+                self._publish_prefill(active, now, force=True)
+            state = active.speculation
+            sampler = active.sampler
+            assert sampler is not None
+            try:
+                if state is not None and state.in_flight:
+
+                    def sample(row: int, _rows: range = logit_rows, _sample: Any = sampler.sample) -> int:
+                        return _sample(_rows[row])
+
+                    tokens, rejected = self._speculator.verify(state, sample)
+                    if rejected:
+                        native.forget(seq, active.progress.discard_rejected(rejected))
+                else:
+                    # The common case, once per token: no closure, one native call.
+                    tokens = (sampler.sample(logit_rows[-1]),)
+            except EngineError as exc:  # a grammar with no way on: this request ends
+                self._fail(active, exc)
+                continue
+            stop = active.take_tokens(
+                tokens, native.is_end, native.piece, self.n_ctx_seq, sampler.take_logprobs()
+            )
+            if stop is None:
+                pending[seq] = (active, tokens)
+            else:
+                self._finish(active, stop)
+        if pending:
+            drafts = self._speculator.propose(pending, self.n_ctx_seq)
+            for seq, (active, emitted) in pending.items():
+                proposed = drafts.get(seq, ())
+                if proposed and active.sampler is not None and active.sampler.grammar is not None:
+                    proposed = active.sampler.cut_drafts(proposed)
+                active.progress.push(emitted[-1], proposed)
+
+    def _emit_text(self, now: float) -> None:
+        for active in self._active.values():
+            if (delta := active.text_due(now)) is not None:
+                active.handle._publish(delta)
+
+    def _run_batch(self) -> None:
+        t0 = time.perf_counter()
+        candidates = [c for a in self._active.values() if (c := a.progress.candidate()) is not None]
+        while self._suspects and self._suspects[0] not in self._active:
+            self._suspects.popleft()
+        if self._suspects:  # after a failed batch: one suspect alone until each has passed
+            alone = self._suspects.popleft()
+            candidates = [c for c in candidates if c.sequence_id == alone]
+        if not candidates:
+            return
+        assert self._native is not None
+        plan = self._planner.plan(candidates, self.n_batch, self._native.n_outputs)
+        progress = {seq: a.progress for seq, a in self._active.items()}
+        if plan.media is not None:
+            # Its own step, before the token batch: an image evaluation leaves no logits
+            # behind, so it must not run between a decode and the sampling of its rows.
+            self._evaluate_media(plan.media, progress)
+        if not plan.work:
+            return
+        commit = BatchCommit.stage(plan.work, progress)
+        t1 = time.perf_counter()
+        assert self._native is not None and self._native.batch is not None
+        batch = self._native.batch
+        batch.clear()
+        for entry in commit.entries:
+            batch.add_run(entry.sequence_id, entry.position, entry.tokens, entry.logit_rows)
+        self._in_decode = frozenset(self._active[e.sequence_id].handle.request_id for e in commit.entries)
+        rc = self._decode(batch)
+        self._in_decode = frozenset()
+        aborted = self._abort.requested
+        self._abort.clear()
+        t2 = time.perf_counter()
+        if rc == ABORTED and aborted:
+            # Stopped for a cancel: the batch is undone and run again next tick without
+            # the cancelled request (read from the inbox first); nobody failed.
+            self._counters.ticks += 1
+            commit.discard()
+            for entry in commit.entries:
+                self._native.forget(entry.sequence_id, entry.position)
+            self._speculator.forget_failed_batch()
+            return
+        if rc != 0:
+            self._counters.ticks += 1
+            commit.discard()
+            self._decode_failed(rc, commit.entries)
+            return
+        self._logit_rows = commit.apply(progress)
+        for entry in commit.entries:
+            state = self._active[entry.sequence_id].speculation
+            if entry.kind is WorkKind.DECODE and entry.n_rows > 1 and state is not None:
+                state.in_flight = entry.tokens[1:]
+        now = time.perf_counter()
+        sequences = len({entry.sequence_id for entry in commit.entries})
+        self._counters.batch_ran(
+            BatchRecord(t0, now, plan.decode_rows, plan.prefill_rows, sequences), (t1 - t0) + (now - t2)
+        )
+        for entry in commit.entries:
+            if entry.kind is WorkKind.PREFILL:
+                self._publish_prefill(self._active[entry.sequence_id], now)
+
+    def _decode(self, batch: NativeBatch) -> int:
+        assert self._native is not None
+        return self._native.decode(batch)
+
+    def _evaluate_media(self, work: BatchWork, progress: dict[int, SequenceProgress]) -> None:
+        native = self._native
+        assert native is not None and native.projector is not None
+        active = self._active[work.sequence_id]
+        self._abort.clear()  # a cancel read just after the last batch must not fail this image
+        commit = BatchCommit.stage_media(work, progress)
+        entry = commit.entries[0]
+        assert entry.media is not None
+        try:
+            new_n_past = native.projector.eval_media(
+                native.ctx, entry.media.identity, entry.position, entry.sequence_id, self.n_batch
+            )
+        except (ImageEvalFailed, ImageRejected) as exc:
+            commit.discard()
+            # Part of the image may be in the KV cache: drop it with the request.
+            native.forget(entry.sequence_id, entry.position)
+            self._fail(active, exc)
+            return
+        if new_n_past != entry.position + entry.media.native_positions:
+            log.warning(
+                "image advanced %d positions, expected %d",
+                new_n_past - entry.position,
+                entry.media.native_positions,
+            )
+        commit.apply(progress)
+        self._counters.media_ran()
+        self._publish_prefill(active, time.perf_counter(), force=True)
+
+    def _decode_failed(self, rc: int, entries: tuple[StagedWork, ...]) -> None:
+        """Undo the batch, then find whose work failed it without failing the others.
+
+        Each sequence's cells from this batch are removed (its progress never moved), so
+        the KV cache is as before the batch and every cached prefix survives. A batch of
+        one fails that request; a batch of several is retried one sequence per tick, and
+        only a sequence that fails alone is failed.
+        """
+        assert self._native is not None
+        log.warning("llama_decode returned %d for %d sequence(s)", rc, len(entries))
+        for entry in entries:
+            self._native.forget(entry.sequence_id, entry.position)
+        self._speculator.forget_failed_batch()
+        if len(entries) > 1:
+            self._suspects.extend(e.sequence_id for e in entries if e.sequence_id not in self._suspects)
+            return
+        active = self._active.get(entries[0].sequence_id)
+        if active is not None:
+            error = DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc}).")
+            self._fail(active, error)
+
+    # -- ending requests -----------------------------------------------------------
+
+    def _finish(self, active: ActiveRequest, reason: StopReason) -> None:
+        tail = active.stream.finish()
+        if tail.text and reason is not StopReason.STOP_STRING:
+            active.pending_text.append(tail.text)
+        now = time.perf_counter()
+        if (delta := active.text_due(now, force=True)) is not None:
+            active.handle._publish(delta)
+        keep = active.progress.reusable_prefix() if active.request.cache else None
+        admitted = self._cpu_at_admit.get(active.sequence_id)
+        self._end_active(active, keep)
+        self._counters.finished(active.sequence_id, active.owner)
+        completion = active.completion(reason, now, self.model_identity)
+        if admitted is not None:
+            share = share_between(admitted, read_cpu(), self._cpus)
+            cpu = contention(share, self._cores, self.plan.params.n_threads)
+            completion = replace(completion, cpu=cpu) if cpu is not None else completion
+        active.handle._publish(Completed(completion))
+
+    def _fail(self, active: ActiveRequest, error: EngineError) -> None:
+        self._end_active(active, None)
+        active.handle._publish(Failed(error))
+
+    def _end_active(self, active: ActiveRequest, keep: PromptLayout | None) -> None:
+        """Give the request's sequence back to the pool, keeping ``keep`` cached; with
+        nothing to keep its cells are freed now, not at the sequence's next use."""
+        assert self._pool is not None and self._native is not None
+        seq = active.sequence_id
+        if keep is None:
+            self._native.forget(seq)
+        self._pool.release(seq, keep)
+        del self._active[seq]
+        self._cpu_at_admit.pop(seq, None)
+        self._logit_rows.pop(seq, None)
+        if active.sampler is not None:
+            active.sampler.free()
+            active.sampler = None
+        self._release_media(active)
+        self._inbox.release()
+
+    def _release_media(self, active: ActiveRequest) -> None:
+        if self._native is not None and self._native.prompts is not None:
+            self._native.prompts.release(active.media)
+
+    def _end_waiting(self, waiting: Waiting, error: EngineError | None) -> None:
+        """A request that never got a sequence: cancelled (error None) or refused."""
+        self._inbox.release()
+        if error is not None:
+            waiting.handle._publish(Failed(error))
+            return
+        timings = Timings(time.perf_counter() - waiting.t_submit, 0.0, 0.0, 0.0, 0.0, 0.0)
+        waiting.handle._publish(Completed(Completion("", StopReason.CANCELLED, Usage(0, 0, 0), timings)))
+
+    def _fail_everything(self, error: EngineError) -> None:
+        for active in list(self._active.values()):
+            self._fail(active, error)
+        while self._waiting:
+            self._end_waiting(self._waiting.popleft(), error)
+        for command in self._inbox.drain():
+            if isinstance(command, Submit):
+                self._inbox.release()
+                command.handle._publish(Failed(error))
+            elif isinstance(command, (Observe, Measure)) and command.future.set_running_or_notify_cancel():
+                command.future.set_exception(error)
+
+    def _measure(self, command: Measure) -> None:
+        native = self._native
+        if native is None:
+            command.future.set_exception(LoadFailed("No model is loaded."))
+            return
+        try:
+            layout, _stops, media = native.prompts.build(command.request)
+        except EngineError as exc:
+            command.future.set_exception(exc)
+            return
+        except Exception as exc:  # a bug costs this answer, not the engine
+            log.exception("could not measure a prompt")
+            command.future.set_exception(EngineError(f"The prompt could not be measured: {exc}"))
+            return
+        native.prompts.release(media)
+        command.future.set_result(PromptSize(layout.native_positions, self.n_ctx_seq))
+
+    # -- events and stats ------------------------------------------------------------
+
+    def _publish_prefill(self, active: ActiveRequest, now: float, force: bool = False) -> None:
+        if (event := active.prefill_due(now, force)) is not None:
+            active.handle._publish(event)
+
+    def _stats(self) -> EngineStats:
+        native = self._native
+        slots = {seq: ActiveSlot(a.owner, a.cached_tokens) for seq, a in self._active.items()}
+        return self._counters.snapshot(
+            self._pool if native is not None and native.mem else None,
+            slots,
+            native.cells if native is not None else (lambda _seq: 0),
+            now=time.perf_counter(),
+            n_ctx=self.n_ctx,
+            n_ctx_per_sequence=self.n_ctx_seq,
+            n_seq=self.n_seq,
+            queue_depth=len(self._waiting),
+            drafted=self._speculator.drafted,
+            accepted=self._speculator.accepted,
+        )

@@ -1,0 +1,170 @@
+"""`hearth` on the command line: the same objects as the window, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli.commands import run_cli
+from tests.conftest import SCRIPT_TEXT
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = run_cli(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def chat_json(capsys: pytest.CaptureFixture[str], model: Path, prompt: str, *options: str) -> dict:
+    """`hearth chat MODEL PROMPT OPTIONS --json --ctx 512`, which must succeed: its JSON."""
+    code, out, _ = run(capsys, "chat", str(model), prompt, *options, "--json", "--ctx", "512")
+    assert code == 0
+    return json.loads(out)
+
+
+def test_inspect_text(capsys, tiny_model: Path) -> None:
+    code, out, _ = run(capsys, "inspect", str(tiny_model))
+    assert code == 0
+    assert "Architecture:" in out and "llama" in out
+    assert "Chat template:" in out
+
+
+def test_inspect_json(capsys, tiny_projector: Path) -> None:
+    code, out, _ = run(capsys, "inspect", str(tiny_projector), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["kind"] == "projector"
+    assert data["projector"]["projection_dim"] == 64
+
+
+def test_plan_text_and_json(capsys, tiny_model: Path) -> None:
+    code, out, _ = run(capsys, "plan", str(tiny_model), "--ctx", "2048", "--parallel", "4")
+    assert code == 0
+    assert "fits" in out.lower()
+    code, out, _ = run(capsys, "plan", str(tiny_model), "--ctx", "2048", "--parallel", "4", "--json")
+    plan = json.loads(out)
+    assert plan["params"]["n_ctx"] == 8192
+    assert plan["params"]["n_seq_max"] == 4
+    assert plan["verdict"] == "fits"
+    assert [p for p in plan["phases"]][:2] == ["validate", "weights"]
+
+
+def test_errors_go_to_stderr_with_a_nonzero_exit(capsys, tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"definitely not a model")
+    code, out, err = run(capsys, "inspect", str(bogus))
+    assert code == 2
+    assert out == ""
+    assert err.startswith("hearth: ") and "not a GGUF" in err
+    code, _, err = run(capsys, "plan", str(bogus))
+    assert code == 2
+
+
+def test_plan_refuses_a_projector_as_the_model(capsys, tiny_projector: Path) -> None:
+    code, _, err = run(capsys, "plan", str(tiny_projector))
+    assert code == 2
+    assert "projector" in err
+
+
+def test_hardware(capsys) -> None:
+    code, out, _ = run(capsys, "hardware")
+    assert code == 0
+    assert out.startswith("CPU:")
+    code, out, _ = run(capsys, "hardware", "--json")
+    assert json.loads(out)["logical_cores"] >= 1
+
+
+def test_chat_streams_the_reply(capsys, scripted_model: Path) -> None:
+    code, out, err = run(capsys, "chat", str(scripted_model), "hello", "--temp", "0", "--ctx", "512")
+    assert code == 0
+    assert out == SCRIPT_TEXT + "\n"
+    assert "stop token" in err
+
+
+def test_chat_json(capsys, scripted_model: Path) -> None:
+    data = chat_json(capsys, scripted_model, "hello", "--temp", "0", "--max-tokens", "3")
+    assert data["text"] == "é a"
+    assert data["stop_reason"] == "length"
+    assert data["usage"]["completion_tokens"] == 3
+    assert data["timings"]["ttft"] > 0
+
+
+def test_chat_refuses_bad_settings(capsys, scripted_model: Path) -> None:
+    code, _, err = run(capsys, "chat", str(scripted_model), "hi", "--temp", "-1")
+    assert code == 2
+    assert "Temperature" in err
+
+
+def test_setup_default_model_is_idempotent(capsys, tmp_path: Path, qwen_path: Path) -> None:
+    """`make run` sets up the instruction-tuned chat model, not the base Gemma."""
+    models = tmp_path / "models"
+    code, _, _ = run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
+    assert code == 0
+    target = models / qwen_path.name
+    assert target.stat().st_size == qwen_path.stat().st_size
+    mtime = target.stat().st_mtime_ns
+    run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
+    assert target.stat().st_mtime_ns == mtime  # not assembled twice
+
+
+def test_chat_with_an_image(capsys, tiny_model: Path, tiny_projector: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    picture = tmp_path / "red.png"
+    Image.new("RGB", (32, 32), (200, 10, 10)).save(picture)
+    data = chat_json(
+        capsys, tiny_model, "what is this?", "--mmproj", str(tiny_projector), "--image", str(picture),
+        "--max-tokens", "3",
+    )  # fmt: skip
+    assert data["usage"]["images"] == 1
+
+
+def test_chat_image_refusals_match_the_engine(
+    capsys, tiny_model: Path, tiny_projector: Path, tmp_path: Path
+) -> None:
+    text = tmp_path / "notes.png"
+    text.write_text("not pixels")
+    code, _, err = run(capsys, "chat", str(tiny_model), "hi", "--image", str(text))
+    assert code == 2 and "--mmproj" in err
+    code, _, err = run(
+        capsys, "chat", str(tiny_model), "hi", "--mmproj", str(tiny_projector), "--image", str(text)
+    )
+    assert code == 2 and "not an image" in err
+
+
+def test_chat_with_prompt_lookup(capsys, scripted_model: Path) -> None:
+    data = chat_json(capsys, scripted_model, "hello", "--temp", "0", "--speculate", "lookup")
+    assert data["text"] == SCRIPT_TEXT
+
+
+def test_bench_with_speculation_reports_drafts(capsys, looping_model: Path) -> None:
+    code, out, _ = run(
+        capsys, "bench", str(looping_model), "--speculate", "lookup", "--draft-max", "4",
+        "--tokens", "24", "--repeats", "1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert data["repeat"]["drafted"] > 0
+    assert "accepted" in data["novel"] and data["repeat"]["same_text"]
+
+
+def test_draft_max_needs_speculate(capsys, tiny_model: Path) -> None:
+    code, _, err = run(capsys, "chat", str(tiny_model), "hi", "--draft-max", "4")
+    assert code == 2 and "--speculate" in err
+
+
+def test_output_to_a_closed_pipe_ends_quietly(tiny_model: Path, tmp_path: Path) -> None:
+    """`hearth plan ... --json | head -1`: no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    command = (
+        f"{sys.executable} -m app --data-dir {tmp_path} plan {tiny_model} --json | head -1; "
+        "exit ${PIPESTATUS[0]}"
+    )
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "{"
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+    assert result.returncode in (0, 141)
