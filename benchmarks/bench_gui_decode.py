@@ -359,7 +359,7 @@ def main() -> int:
     plan: list[tuple[str, str, Path]] = [(case, case, REPO) for case in CASES]
     if args.baseline is not None:
         baseline = args.baseline.resolve()
-        if not (baseline / "app" / "main_window.py").is_file():
+        if not (baseline / "app" / "__main__.py").is_file():
             raise SystemExit(f"{baseline} is not a checkout of Hearth")
         plan += [(case, f"{case} (baseline)", baseline) for case in CASES[1:]]
     model_path(model)  # assembled once, before any timing
