@@ -58,6 +58,8 @@ _ALIASES = {
     "parse_worker_address": "engine.rpc:parse_address",
     "ping_worker": "engine.rpc:ping",
     "describe_hardware": "engine.machine:describe",
+    "native_load_error": "engine.native.backend:load_error",
+    "llama_cpp_version": "engine.native.backend:llama_cpp_version",
     "run_worker": "engine.rpc.server:run_worker",
     "WorkerConfig": "engine.rpc.server:WorkerConfig",
 }

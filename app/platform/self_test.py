@@ -48,9 +48,9 @@ def run_self_test() -> int:
 
 
 def _self_test(tmp: Path) -> str:
-    from engine.native import backend as native
+    from engine import llama_cpp_version, native_load_error
 
-    error = native.load_error()
+    error = native_load_error()
     if error is not None:
         raise SelfTestFailed(error)
     qt = _check_qt()
@@ -104,7 +104,7 @@ def _self_test(tmp: Path) -> str:
     device = _device_label(plan.params.n_gpu_layers, snapshot)
     tps = completion.timings.decode_tokens_per_second
     return (
-        f"llama.cpp {native.llama_cpp_version() or 'unknown version'}, {device}, "
+        f"llama.cpp {llama_cpp_version() or 'unknown version'}, {device}, "
         f"loaded in {load_seconds:.2f} s, {tokens} tokens at {tps:,.0f} tok/s, {qt}"
     )
 

@@ -101,7 +101,7 @@ def test_chat_message_takes_role_strings_and_rejects_unknown_roles() -> None:
 
 def test_module_imports_without_llama_cpp() -> None:
     code = "import sys; sys.modules['llama_cpp'] = None; import engine.chat; print('ok')"
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
 
