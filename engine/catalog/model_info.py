@@ -1,14 +1,19 @@
 """What ``inspect`` reports about a GGUF file: ``ModelInfo`` (and ``ProjectorInfo`` for a
-vision projector), and ``model_identity``, which names the model a token id sequence came from."""
+vision projector), and ``model_identity``, which names the model a token id sequence came from.
+
+``ModelInfo.to_json`` / ``ModelInfo.from_json`` are its one JSON form (the library's cache of
+inspection results keeps it); to the model's child process it travels pickled."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 Scalar = int | float | str | bool
 
@@ -128,6 +133,54 @@ class ModelInfo:
     def is_split_part(self) -> bool:
         """True for parts 2..N of a split model (not loadable on their own)."""
         return self.split_index > 0
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as JSON types: paths as strings, the kind by value, tuples as lists."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(ModelInfo):
+            value = getattr(self, f.name)
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, ModelKind):
+                value = value.value
+            elif isinstance(value, ProjectorInfo):
+                value = dataclasses.asdict(value)
+            elif isinstance(value, Mapping):
+                value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
+            elif isinstance(value, tuple):
+                value = [str(v) if isinstance(v, Path) else v for v in value]
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelInfo:
+        """The value ``to_json`` wrote. A field missing from ``data`` (added since it was
+        written) keeps its default; a required one missing raises TypeError."""
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(ModelInfo):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.name == "path":
+                value = Path(value)
+            elif f.name == "kind":
+                value = ModelKind(value)
+            elif f.name == "projector":
+                value = ProjectorInfo(**value) if value is not None else None
+            elif f.name in _PATH_TUPLES:
+                value = tuple(Path(v) for v in value)
+            elif f.name in _MAPPINGS:
+                items = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+                value = MappingProxyType(items)
+            elif isinstance(value, list):
+                value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+
+# The fields from_json cannot tell apart by their JSON value alone.
+_PATH_TUPLES = frozenset({"split_paths"})
+_MAPPINGS = frozenset({"metadata", "arrays"})
 
 
 def model_identity(info: ModelInfo) -> str:

@@ -10,8 +10,8 @@ hf://`` are thin layers over these names.
 - ``client``: ``HubClient.search`` / ``repo_files`` through ``huggingface_hub.HfApi``.
 - ``remote_header``: ``inspect_remote`` and ``inspect_remote_projector`` (the catalog's reader
   over range requests, capped), ``HeaderCache``.
-- ``download``: ``Downloader`` (``.part`` files, resume, SHA-256, space check, atomic rename),
-  ``DownloadSpec``, ``DownloadProgress``, ``DownloadState``, ``DownloadControl``.
+- ``download``: ``Downloader`` (``.part`` files, resume, SHA-256, space check, atomic rename).
+- ``download_job``: ``DownloadSpec``, ``DownloadProgress``, ``DownloadState``, ``DownloadControl``.
 - ``manager``: ``DownloadManager`` (at most 2 at once, pause/resume/cancel, restore).
 - ``hf_uri``: ``hf://owner/name/file`` and ``owner/name[:QUANT|FILE]`` parsed.
 """
@@ -20,13 +20,8 @@ from __future__ import annotations
 
 from engine.hub.access import DEFAULT_ENDPOINT, HubAccess, resolve_endpoint
 from engine.hub.client import HubClient
-from engine.hub.download import (
-    DownloadControl,
-    Downloader,
-    DownloadProgress,
-    DownloadSpec,
-    DownloadState,
-)
+from engine.hub.download import Downloader
+from engine.hub.download_job import DownloadControl, DownloadProgress, DownloadSpec, DownloadState
 from engine.hub.files import HubFile, QuantOption, RepoFiles, RepoSummary, group_files, safe_target
 from engine.hub.hf_uri import HubRef, parse_hub_ref
 from engine.hub.manager import DEFAULT_PARALLEL, DownloadManager

@@ -10,21 +10,20 @@ huggingface_hub's ``hf_hub_download`` resumes too, but it cannot be paused or ca
 from another thread, reports progress only to tqdm and does not check the SHA-256; so the
 loop is here, on huggingface_hub's URLs, headers and session hooks, its bodies read through
 ``engine.hub.stdlib_transport`` into the buffers of ``engine.hub.download_buffers``.
+
+What a download is (spec, state, progress, control) is ``engine/hub/download_job.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import errno
 import hashlib
 import json
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,15 @@ from engine.base.errors import (
 from engine.base.units import format_bytes
 from engine.hub.access import HubAccess, status_error
 from engine.hub.download_buffers import BufferPool, ChunkReader, Sink
-from engine.hub.files import HubFile, QuantOption, safe_target
+from engine.hub.download_job import (
+    DownloadControl,
+    DownloadProgress,
+    DownloadSpec,
+    DownloadState,
+    ProgressMeter,
+    Report,
+)
+from engine.hub.files import HubFile, safe_target
 
 STAGING = ".hearth-downloads"
 CHUNK = 1 << 20
@@ -46,99 +53,6 @@ SINK_BATCH = 1 << 20  # the size of a receive buffer, handed to the writer threa
 SINK_BUFFERS = 4
 SINK_FLUSH_S = 0.2
 SPACE_MARGIN = 64 << 20  # keep some room: a full disk breaks more than this download
-_REPORT_EVERY_S = 0.1
-_SPEED_WINDOW_S = 3.0
-
-
-class DownloadState(enum.Enum):
-    QUEUED = "queued"
-    RUNNING = "downloading"
-    PAUSED = "paused"
-    VERIFYING = "verifying"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def finished(self) -> bool:
-        return self in (DownloadState.DONE, DownloadState.FAILED, DownloadState.CANCELLED)
-
-
-@dataclass(frozen=True)
-class DownloadSpec:
-    """What to fetch: one quantization of a repository at one commit."""
-
-    repo_id: str
-    commit: str
-    label: str
-    files: tuple[HubFile, ...]
-
-    @classmethod
-    def of(cls, repo_id: str, commit: str, option: QuantOption) -> DownloadSpec:
-        return cls(repo_id, commit, option.label, option.files)
-
-    @property
-    def key(self) -> str:
-        text = f"{self.repo_id}@{self.commit}:" + "|".join(f.path for f in self.files)
-        return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-    @property
-    def total_size(self) -> int:
-        return sum(f.size for f in self.files)
-
-    @property
-    def title(self) -> str:
-        return f"{self.repo_id} · {self.label}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "repo_id": self.repo_id,
-            "commit": self.commit,
-            "label": self.label,
-            "files": [
-                {"path": f.path, "size": f.size, "sha256": f.sha256, "git_oid": f.git_oid} for f in self.files
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DownloadSpec:
-        files = tuple(
-            HubFile(str(f["path"]), int(f["size"]), f.get("sha256"), f.get("git_oid")) for f in data["files"]
-        )
-        return cls(str(data["repo_id"]), str(data["commit"]), str(data["label"]), files)
-
-
-@dataclass(frozen=True)
-class DownloadProgress:
-    key: str
-    title: str
-    state: DownloadState
-    done_bytes: int
-    total_bytes: int
-    speed: float = 0.0  # bytes per second, over the last few seconds
-    error: str | None = None
-    target: Path | None = None  # the first part in the library, once DONE
-
-    @property
-    def fraction(self) -> float:
-        return self.done_bytes / self.total_bytes if self.total_bytes else 0.0
-
-    @property
-    def eta_s(self) -> float | None:
-        left = self.total_bytes - self.done_bytes
-        return left / self.speed if self.speed > 0 and left > 0 else None
-
-
-@dataclass
-class DownloadControl:
-    """Set from any thread; the download loop looks at it between chunks."""
-
-    pause: threading.Event = field(default_factory=threading.Event)
-    cancel: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def stop_requested(self) -> bool:
-        return self.pause.is_set() or self.cancel.is_set()
 
 
 class _Stopped(Exception):
@@ -158,7 +72,6 @@ class _Transient(Exception):
         self.wait = wait
 
 
-Report = Callable[[DownloadProgress], None]
 FreeSpace = Callable[[Path], int]
 
 
@@ -255,13 +168,13 @@ class Downloader:
         self.staging.mkdir(parents=True, exist_ok=True)
         lock = self.staging / f"{spec.key}.lock"
         with _exclusive(lock, spec):
-            final = self._run(spec, targets, control, _Meter(spec, report or (lambda _p: None)))
+            final = self._run(spec, targets, control, ProgressMeter(spec, report or (lambda _p: None)))
             if final.state.finished:
                 lock.unlink(missing_ok=True)  # still held: a later taker makes a new one
             return final
 
     def _run(self, spec: DownloadSpec, targets: list[Path], control: DownloadControl,
-             meter: _Meter) -> DownloadProgress:  # fmt: skip
+             meter: ProgressMeter) -> DownloadProgress:  # fmt: skip
         meter.done = self.done_bytes(spec)
         self._check_space(spec, meter.done)
         _atomic_write(self.job_file(spec), json.dumps(spec.to_json()))
@@ -295,7 +208,7 @@ class Downloader:
                 f"(keeping {format_bytes(SPACE_MARGIN)} spare)."
             )
 
-    def _fetch(self, spec: DownloadSpec, f: HubFile, control: DownloadControl, meter: _Meter) -> None:
+    def _fetch(self, spec: DownloadSpec, f: HubFile, control: DownloadControl, meter: ProgressMeter) -> None:
         part = self.part_path(spec, f)
         hasher = f.new_hasher()
         have = _size(part)
@@ -344,7 +257,7 @@ class Downloader:
             )
 
     def _stream(self, spec: DownloadSpec, f: HubFile, part: Path, have: int, hasher: Any,
-                control: DownloadControl, meter: _Meter) -> int:  # fmt: skip
+                control: DownloadControl, meter: ProgressMeter) -> int:  # fmt: skip
         """One request from ``have``; returns the new size of the part."""
         import httpx
 
@@ -434,43 +347,6 @@ class Downloader:
             return have
         finally:
             response.close()
-
-
-class _Meter:
-    """Bytes done, speed over a sliding window, reports at most ten a second."""
-
-    def __init__(self, spec: DownloadSpec, report: Report) -> None:
-        self.spec = spec
-        self.report = report
-        self.done = 0
-        self._samples: list[tuple[float, int]] = []
-        self._last = 0.0
-
-    def speed(self, now: float) -> float:
-        self._samples.append((now, self.done))
-        while len(self._samples) > 2 and now - self._samples[0][0] > _SPEED_WINDOW_S:
-            self._samples.pop(0)
-        t0, d0 = self._samples[0]
-        return (self.done - d0) / (now - t0) if now > t0 else 0.0
-
-    def add(self, n: int) -> None:
-        self.done += n
-        now = time.monotonic()
-        if now - self._last >= _REPORT_EVERY_S:  # checked here: add runs per network read
-            self._report(DownloadState.RUNNING, now, None)
-
-    def emit(self, state: DownloadState, target: Path | None = None) -> DownloadProgress:
-        """A change of state: always reported."""
-        return self._report(state, time.monotonic(), target)
-
-    def _report(self, state: DownloadState, now: float, target: Path | None) -> DownloadProgress:
-        self._last = now
-        spec = self.spec
-        progress = DownloadProgress(
-            spec.key, spec.title, state, self.done, spec.total_size, self.speed(now), None, target
-        )
-        self.report(progress)
-        return progress
 
 
 @contextlib.contextmanager

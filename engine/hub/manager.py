@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from engine.base.errors import EngineError
-from engine.hub.download import DownloadControl, Downloader, DownloadProgress, DownloadSpec, DownloadState
+from engine.hub.download import Downloader
+from engine.hub.download_job import DownloadControl, DownloadProgress, DownloadSpec, DownloadState
 
 DEFAULT_PARALLEL = 2
 

@@ -14,6 +14,10 @@ Plain Python (no Qt): the GUI wraps it and runs ``rescan`` off the GUI thread.
   re-reads files whose size or modification time changed.
 - Files that disappear simply drop out on the next rescan. ``remove`` only forgets:
   it never deletes anything on disk.
+
+This module holds ``Library``, its ``LibraryEntry`` values and the state file; finding the
+files on disk is ``engine/library/scan.py``, pairing projectors with models
+``engine/library/pairing.py``.
 """
 
 from __future__ import annotations
@@ -24,26 +28,23 @@ import hashlib
 import json
 import logging
 import os
-import re
-import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any
 
 from engine.catalog import (
     InvalidModelFile,
     ModelInfo,
     ModelKind,
-    ProjectorInfo,
     inspect,
     known_architectures,
     split_part_paths,
 )
+from engine.library.pairing import pair_files
+from engine.library.scan import Candidate, Identity, absolute, discover, identity_of, is_within
 
 _log = logging.getLogger(__name__)
 
@@ -51,9 +52,6 @@ _STATE_VERSION = 1
 # Bump when catalog.inspect starts reporting something different for the same file, so
 # results cached by an older Hearth are not reused.
 _INSPECT_VERSION = 2
-_SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
-
-Identity = tuple[tuple[str, int, int], ...]  # (file name, size, mtime_ns) for each part
 
 
 @dataclass(frozen=True)
@@ -96,16 +94,6 @@ class _Cached:
     identity: Identity
     info: ModelInfo | None
     error: str | None
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    """A file found on disk, before inspection."""
-
-    path: Path
-    parts: tuple[Path, ...]
-    missing: str | None  # set when a split model lacks its first part
-    root: Path | None
 
 
 class Library:
@@ -171,7 +159,7 @@ class Library:
 
     def get(self, path: Path | str) -> LibraryEntry | None:
         """The entry for ``path`` (any part of a split model), or None."""
-        return self._snapshot[1].get(_absolute(path))
+        return self._snapshot[1].get(absolute(path))
 
     def models(self) -> tuple[LibraryEntry, ...]:
         """Valid text models (first parts only for split models)."""
@@ -201,27 +189,27 @@ class Library:
         Returns the entries that came from ``path``. A file that is not a valid GGUF is
         still added, as an entry with its reason.
         """
-        target = _absolute(path)
+        target = absolute(path)
         if target.is_dir():
             return self.add_folder(target)
         return (self.add_file(target),)
 
     def add_folder(self, path: Path | str) -> tuple[LibraryEntry, ...]:
         """Remember ``path`` and scan it; return the entries found under it."""
-        folder = _absolute(path)
+        folder = absolute(path)
         with self._lock:
             self._excluded.discard(folder)
             if folder not in self._folders:
                 self._folders.append(folder)
         entries = self.rescan()
-        return tuple(e for e in entries if _is_within(e.path, folder))
+        return tuple(e for e in entries if is_within(e.path, folder))
 
     def add_file(self, path: Path | str) -> LibraryEntry:
         """Remember one file (indexed where it is) and return its entry.
 
         Any part of a split model adds the model (its first part).
         """
-        file = _absolute(path)
+        file = absolute(path)
         parts = split_part_paths(file)
         if parts:
             file = parts[0]
@@ -242,7 +230,7 @@ class Library:
         so the next scan does not bring it back. Returns False when ``path`` was not in
         the library.
         """
-        target = _absolute(path)
+        target = absolute(path)
         entry = self.get(target)
         if entry is not None:
             target = entry.path
@@ -254,7 +242,7 @@ class Library:
             if target in self._files:
                 self._files.remove(target)
                 changed = True
-            if any(_is_within(target, f) and target != f for f in self._folders):
+            if any(is_within(target, f) and target != f for f in self._folders):
                 self._excluded.add(target)
                 changed = True
             if not changed:
@@ -271,9 +259,9 @@ class Library:
         with self._scan_lock:
             with self._lock:
                 folders, files, excluded = list(self._folders), list(self._files), set(self._excluded)
-            candidates = _discover(folders, files, excluded)
+            candidates = discover(folders, files, excluded)
             results = self._inspect_all(candidates)
-            entries = _pair(results)
+            entries = _paired(results)
             index: dict[Path, LibraryEntry] = {}
             for entry in entries:
                 for part in entry.parts or (entry.path,):
@@ -289,11 +277,11 @@ class Library:
 
     # ---------------------------------------------------------------- internals
 
-    def _inspect_all(self, candidates: list[_Candidate]) -> list[LibraryEntry]:
-        pending: list[tuple[int, _Candidate, Identity]] = []
+    def _inspect_all(self, candidates: list[Candidate]) -> list[LibraryEntry]:
+        pending: list[tuple[int, Candidate, Identity]] = []
         results: list[LibraryEntry | None] = [None] * len(candidates)
         for i, c in enumerate(candidates):
-            identity = _identity(c.parts or (c.path,))
+            identity = identity_of(c.parts or (c.path,))
             if identity is None:
                 continue  # vanished while we were looking
             if c.missing is not None:
@@ -306,7 +294,7 @@ class Library:
             else:
                 pending.append((i, c, identity))
 
-        def run(item: tuple[int, _Candidate, Identity]) -> tuple[int, LibraryEntry]:
+        def run(item: tuple[int, Candidate, Identity]) -> tuple[int, LibraryEntry]:
             i, c, identity = item
             info, error = self._inspect_one(c.path)
             if error is None or not error.startswith("cannot read"):
@@ -361,7 +349,7 @@ class Library:
                 with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
                     path = Path(key)
                     identity = tuple((str(n), int(s), int(m)) for n, s, m in item["identity"])
-                    info = _info_from_json(item["info"]) if item.get("info") is not None else None
+                    info = ModelInfo.from_json(item["info"]) if item.get("info") is not None else None
                     error = item.get("error")
                     if (info is None) == (error is None):
                         continue
@@ -381,7 +369,7 @@ class Library:
                     "items": {
                         str(path): {
                             "identity": [list(x) for x in c.identity],
-                            "info": _info_to_json(c.info) if c.info is not None else None,
+                            "info": c.info.to_json() if c.info is not None else None,
                             "error": c.error,
                         }
                         for path, c in self._cache.items()
@@ -400,90 +388,7 @@ class Library:
             self.save_error = None
 
 
-# -------------------------------------------------------------------- discovery
-
-
-def _discover(folders: Iterable[Path], files: Iterable[Path], excluded: set[Path]) -> list[_Candidate]:
-    """Every GGUF under the folders plus the single files, split parts grouped."""
-    found: dict[Path, Path | None] = {}  # file -> root folder (None for single files)
-    for folder in folders:
-        for file in _walk(folder, excluded):
-            found.setdefault(file, folder)
-    for file in files:
-        if file in excluded:
-            continue
-        # A split model added as a file brings its other parts along.
-        for part in split_part_paths(file) or (file,):
-            if _is_file(part):
-                found[part] = None  # a file added on its own is listed as such
-    groups: dict[tuple[Path, str, int], dict[int, Path]] = {}
-    candidates: list[_Candidate] = []
-    for file, root in found.items():
-        m = _SPLIT_RE.match(file.name)
-        if m is None or int(m["count"]) < 2:
-            candidates.append(_Candidate(file, (), None, root))
-            continue
-        key = (file.parent, m["stem"], int(m["count"]))
-        groups.setdefault(key, {})[int(m["index"])] = file
-    for (parent, _stem, count), members in groups.items():
-        first = members.get(1)
-        if (first or parent / _part_name(members[min(members)], 1, count)) in excluded:
-            continue  # the model was removed; its other parts go with it
-        parts = tuple(members[i] for i in sorted(members))
-        if first is None:
-            lowest = parts[0]
-            missing = f"split model is missing its first part ({_part_name(lowest, 1, count)})"
-            candidates.append(_Candidate(lowest, parts, missing, found[lowest]))
-        else:
-            candidates.append(_Candidate(first, parts, None, found[first]))
-    candidates.sort(key=lambda c: str(c.path).casefold())
-    return candidates
-
-
-def _walk(folder: Path, excluded: set[Path]) -> Iterator[Path]:
-    # Follow symlinked folders (model collections often link into a download cache)
-    # but visit each real directory once, so link cycles cannot loop.
-    seen: set[tuple[int, int]] = set()
-    stack = [folder]
-    while stack:
-        current = stack.pop()
-        if current in excluded:
-            continue
-        try:
-            st = current.stat()
-            key = (st.st_dev, st.st_ino)
-            if key in seen:
-                continue
-            seen.add(key)
-            with os.scandir(current) as it:
-                items = list(it)
-        except OSError:
-            continue  # unreadable or vanished: skip silently
-        for item in items:
-            path = current / item.name
-            if path in excluded:
-                continue
-            try:
-                if item.is_dir():
-                    stack.append(path)
-                elif item.name.lower().endswith(".gguf") and item.is_file():
-                    yield path
-            except OSError:
-                continue
-
-
-def _identity(parts: Iterable[Path]) -> Identity | None:
-    out: list[tuple[str, int, int]] = []
-    for p in parts:
-        try:
-            st = p.stat()
-        except OSError:
-            return None
-        out.append((p.name, st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
-def _entry(c: _Candidate, info: ModelInfo | None, error: str | None, identity: Identity) -> LibraryEntry:
+def _entry(c: Candidate, info: ModelInfo | None, error: str | None, identity: Identity) -> LibraryEntry:
     return LibraryEntry(
         path=c.path,
         info=info,
@@ -494,87 +399,22 @@ def _entry(c: _Candidate, info: ModelInfo | None, error: str | None, identity: I
     )
 
 
-def _part_name(sample: Path, index: int, count: int) -> str:
-    m = _SPLIT_RE.match(sample.name)
-    stem = m["stem"] if m else sample.stem
-    return f"{stem}-{index:05d}-of-{count:05d}.gguf"
-
-
-# -------------------------------------------------------------------- pairing
-
-_QUANT_SUFFIX = re.compile(
-    r"[-_.](?:i?q\d\w*|tq\d\w*|f16|f32|fp16|fp32|bf16|mxfp4\w*|nvfp4\w*|\d+bit)$", re.IGNORECASE
-)
-_MMPROJ_WORD = re.compile(r"(?:^|[-_.])mmproj(?=$|[-_.])", re.IGNORECASE)
-_GENERIC_STEMS = frozenset({"", "model", "vision", "projector", "encoder"})
-
-
-def name_stem(path: Path | str) -> str:
-    """The model-family part of a file name, for matching projectors to models.
-
-    "mmproj-foo-f16.gguf" and "foo-Q4_K_M.gguf" both give "foo"; split suffixes, the
-    word "mmproj" and quantisation suffixes are dropped, separators unified.
-    """
-    name = Path(path).name
-    m = _SPLIT_RE.match(name)
-    stem = m["stem"] if m else re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
-    stem = _MMPROJ_WORD.sub("", stem).strip("-_. ")
-    while True:
-        shorter = _QUANT_SUFFIX.sub("", stem)
-        if shorter == stem:
-            break
-        stem = shorter
-    stem = re.sub(r"[-_. ]+", "-", stem.casefold()).strip("-")
-    return "" if stem in _GENERIC_STEMS else stem
-
-
-def _affinity(a: Path, b: Path) -> tuple[int, int, int]:
-    """How likely files ``a`` and ``b`` belong together; higher is better."""
-    sa, sb = name_stem(a), name_stem(b)
-    if sa and sa == sb:
-        stem_score = 2
-    elif sa and sb and (sa in sb or sb in sa):
-        stem_score = 1
-    else:
-        stem_score = 0
-    common = next((i for i, (x, y) in enumerate(zip(sa, sb, strict=False)) if x != y), min(len(sa), len(sb)))
-    return stem_score, int(a.parent == b.parent), common
-
-
-def _fits(projector: ModelInfo, model: ModelInfo) -> bool:
-    p = projector.projector
-    return (
-        p is not None
-        and model.kind is ModelKind.TEXT
-        and model.split_index == 0
-        and model.embedding_length is not None
-        and p.projection_dim == model.embedding_length
-    )
-
-
-def _pair(entries: list[LibraryEntry]) -> tuple[LibraryEntry, ...]:
-    texts = [e for e in entries if e.info is not None and e.info.kind is ModelKind.TEXT]
-    projectors = [e for e in entries if e.is_projector]
+def _paired(entries: list[LibraryEntry]) -> tuple[LibraryEntry, ...]:
+    """The entries with what each valid one pairs with (``pairing.pair_files``)."""
+    files = [(e.path, e.info) for e in entries if e.info is not None]
+    matches = iter(pair_files(files))  # one per valid entry, in order
     out: list[LibraryEntry] = []
     for e in entries:
         if e.info is None:
             out.append(e)
         elif e.info.kind is ModelKind.TEXT:
-            fitting = [p for p in projectors if p.info is not None and _fits(p.info, e.info)]
-            fitting.sort(key=lambda p: (_negate(_affinity(e.path, p.path)), str(p.path)))
-            out.append(dataclasses.replace(e, projectors=tuple(p.path for p in fitting)))
+            out.append(dataclasses.replace(e, projectors=next(matches)))
         else:
-            fitting = [m for m in texts if m.info is not None and _fits(e.info, m.info)]
-            fitting.sort(key=lambda m: (_negate(_affinity(e.path, m.path)), str(m.path)))
-            out.append(dataclasses.replace(e, models=tuple(m.path for m in fitting)))
+            out.append(dataclasses.replace(e, models=next(matches)))
     return tuple(out)
 
 
-def _negate(score: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(-x for x in score)
-
-
-# -------------------------------------------------------------------- persistence helpers
+# -------------------------------------------------------------------- the state file
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -606,79 +446,15 @@ def _fingerprint() -> str:
     return _fingerprint_cache[0]
 
 
-def _info_to_json(info: ModelInfo) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(ModelInfo):
-        value = getattr(info, f.name)
-        if isinstance(value, Path):
-            value = str(value)
-        elif isinstance(value, ModelKind):
-            value = value.value
-        elif isinstance(value, ProjectorInfo):
-            value = dataclasses.asdict(value)
-        elif isinstance(value, Mapping):
-            value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
-        elif isinstance(value, tuple):
-            value = [str(v) if isinstance(v, Path) else v for v in value]
-        out[f.name] = value
-    return out
-
-
-_PATH_TUPLES = frozenset({"split_paths"})
-_MAPPINGS = frozenset({"metadata", "arrays"})
-
-
-def _info_from_json(data: Mapping[str, Any]) -> ModelInfo:
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(ModelInfo):
-        if f.name not in data:
-            continue  # a field added since the cache was written keeps its default
-        value = data[f.name]
-        if f.name == "path":
-            value = Path(value)
-        elif f.name == "kind":
-            value = ModelKind(value)
-        elif f.name == "projector":
-            value = ProjectorInfo(**value) if value is not None else None
-        elif f.name in _PATH_TUPLES:
-            value = tuple(Path(v) for v in value)
-        elif f.name in _MAPPINGS:
-            value = MappingProxyType({k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
-        elif isinstance(value, list):
-            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
-        kwargs[f.name] = value
-    return ModelInfo(**kwargs)
-
-
-# -------------------------------------------------------------------- paths
-
-
-def _absolute(path: Path | str) -> Path:
-    # Absolute but not resolved: a model reached through a symlink keeps the name the
-    # user sees.
-    return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
-
-
 def _unique_paths(items: Iterable[object]) -> list[Path]:
     out: list[Path] = []
     for item in items:
         if not isinstance(item, str):
             raise TypeError("paths must be strings")
-        p = _absolute(item)
+        p = absolute(item)
         if p not in out:
             out.append(p)
     return out
 
 
-def _is_within(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
-
-
-__all__ = ["Library", "LibraryEntry", "name_stem"]
+__all__ = ["Library", "LibraryEntry"]

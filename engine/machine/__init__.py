@@ -1,4 +1,5 @@
-"""This machine: its hardware snapshot, live telemetry, CPU load and ggml's devices.
+"""This machine: its hardware snapshot, NVIDIA GPUs through NVML, live telemetry, CPU load and
+ggml's devices.
 """
 
 from engine.base.lazy import lazy_exports
@@ -16,18 +17,19 @@ _EXPORTS = {
     "BackendDevice": "devices",
     "DeviceType": "devices",
     "RemoteDevice": "devices",
+    "NvmlSource": "gpu",
+    "PynvmlSource": "gpu",
     "GpuInfo": "hardware",
-    "GpuSample": "hardware",
     "HardwareSnapshot": "hardware",
-    "PynvmlSource": "hardware",
-    "Telemetry": "hardware",
-    "TelemetrySample": "hardware",
     "cpu_name": "hardware",
     "describe": "hardware",
     "described_machine": "hardware",
     "ggml_gpus": "hardware",
     "take_snapshot": "hardware",
     "with_cpu_load": "hardware",
+    "GpuSample": "telemetry",
+    "Telemetry": "telemetry",
+    "TelemetrySample": "telemetry",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,24 +1,22 @@
-"""What this machine has (HardwareSnapshot) and how busy it is (Telemetry)."""
+"""What this machine has: the ``HardwareSnapshot`` (CPU, memory, GPUs, llama.cpp's devices).
+
+GPUs are read through NVML (``engine/machine/gpu.py``), or else as llama.cpp's backends see
+them; how busy the machine is from moment to moment is ``engine/machine/telemetry.py``.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import platform
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Protocol, TypeVar
 
 import psutil
 
 from engine.base.units import format_bytes
-from engine.machine.cpu_load import CpuMeter, logical_cpus, others_since, physical_cores, read_cpu
+from engine.machine.cpu_load import logical_cpus, others_since, physical_cores, read_cpu
 from engine.machine.devices import BackendDevice, DeviceType, RemoteDevice
+from engine.machine.gpu import NvmlSource, PynvmlSource, nvml_errors, open_nvml, optional, shutdown_nvml
 from engine.native import backend as native
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -84,221 +82,6 @@ class HardwareSnapshot:
         return None
 
 
-@dataclass(frozen=True)
-class GpuSample:
-    index: int
-    utilization_percent: float | None
-    vram_used: int
-    vram_total: int
-    temperature_c: float | None
-    power_w: float | None
-
-
-@dataclass(frozen=True)
-class TelemetrySample:
-    timestamp: float  # time.monotonic()
-    cpu_percent: float
-    ram_used: int
-    ram_total: int
-    process_rss: int
-    gpus: tuple[GpuSample, ...]
-    # Of ``cpu_percent`` (the whole machine, 0-100), what this process used; the rest is
-    # other programs'. None from a source that cannot tell.
-    hearth_cpu_percent: float | None = None
-
-    @property
-    def others_cpu_percent(self) -> float | None:
-        if self.hearth_cpu_percent is None:
-            return None
-        return max(0.0, self.cpu_percent - self.hearth_cpu_percent)
-
-
-# ---------------------------------------------------------------------------------------------
-# NVML access, behind a small protocol so tests can stand in for a driver and GPUs.
-# ---------------------------------------------------------------------------------------------
-
-
-class NvmlSource(Protocol):
-    """The NVML calls Hearth uses. Every method may raise ``pynvml.NVMLError`` (a subclass)."""
-
-    def init(self) -> None: ...
-    def shutdown(self) -> None: ...
-    def driver_version(self) -> str: ...
-    def device_count(self) -> int: ...
-    def device_handle(self, index: int) -> object: ...
-    def name(self, handle: object) -> str: ...
-    def uuid(self, handle: object) -> str: ...
-    def memory(self, handle: object) -> tuple[int, int, int]:
-        """(total, free, used) bytes of device memory."""
-        ...
-
-    def utilization_percent(self, handle: object) -> float: ...
-    def temperature_c(self, handle: object) -> float: ...
-    def power_w(self, handle: object) -> float: ...
-
-
-class PynvmlSource:
-    """``NvmlSource`` over nvidia-ml-py. ``pynvml`` is imported on ``init`` (it takes ~25 ms)."""
-
-    def __init__(self) -> None:
-        self._nvml: ModuleType | None = None
-
-    @property
-    def _lib(self) -> ModuleType:
-        if self._nvml is None:
-            import pynvml
-
-            self._nvml = pynvml
-        return self._nvml
-
-    def init(self) -> None:
-        self._lib.nvmlInit()
-
-    def shutdown(self) -> None:
-        self._lib.nvmlShutdown()
-
-    def driver_version(self) -> str:
-        return _str(self._lib.nvmlSystemGetDriverVersion())
-
-    def device_count(self) -> int:
-        return int(self._lib.nvmlDeviceGetCount())
-
-    def device_handle(self, index: int) -> object:
-        return self._lib.nvmlDeviceGetHandleByIndex(index)
-
-    def name(self, handle: object) -> str:
-        return _str(self._lib.nvmlDeviceGetName(handle))
-
-    def uuid(self, handle: object) -> str:
-        return _str(self._lib.nvmlDeviceGetUUID(handle))
-
-    def memory(self, handle: object) -> tuple[int, int, int]:
-        info = self._lib.nvmlDeviceGetMemoryInfo(handle)
-        return int(info.total), int(info.free), int(info.used)
-
-    def utilization_percent(self, handle: object) -> float:
-        return float(self._lib.nvmlDeviceGetUtilizationRates(handle).gpu)
-
-    def temperature_c(self, handle: object) -> float:
-        lib = self._lib
-        # The classic call works on every driver; the binding marks it deprecated in favour of
-        # nvmlDeviceGetTemperatureV (newer drivers only), so use that if the classic one goes.
-        if hasattr(lib, "nvmlDeviceGetTemperature"):
-            return float(lib.nvmlDeviceGetTemperature(handle, lib.NVML_TEMPERATURE_GPU))
-        return float(lib.nvmlDeviceGetTemperatureV(handle, lib.NVML_TEMPERATURE_GPU))
-
-    def power_w(self, handle: object) -> float:
-        return self._lib.nvmlDeviceGetPowerUsage(handle) / 1000.0  # NVML reports milliwatts
-
-
-def _str(value: str | bytes) -> str:
-    # Old nvidia-ml-py releases returned bytes; current ones decode for us.
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
-
-
-class _PynvmlMissing(Exception):
-    """Stands in for ``pynvml.NVMLError`` in except clauses when nvidia-ml-py is absent; never raised."""
-
-
-def _nvml_errors() -> tuple[type[Exception], type[Exception]]:
-    """(NVMLError, NVMLError_NotSupported), or never-raised stand-ins without nvidia-ml-py."""
-    try:
-        import pynvml
-    except ImportError:
-        return _PynvmlMissing, _PynvmlMissing
-    return pynvml.NVMLError, pynvml.NVMLError_NotSupported
-
-
-def _unavailable_reason(exc: Exception) -> str:
-    """One human line for a failed ``nvmlInit``: the normal states of a machine without a usable GPU."""
-    if isinstance(exc, ImportError):
-        return "GPU discovery is not available (nvidia-ml-py is not installed)"
-    import pynvml
-
-    if isinstance(exc, pynvml.NVMLError_LibraryNotFound):
-        return "No NVIDIA driver found (NVML is not available)"
-    if isinstance(exc, pynvml.NVMLError_DriverNotLoaded):
-        return "NVIDIA driver is installed but not loaded"
-    if isinstance(exc, pynvml.NVMLError_NoPermission):
-        return "NVIDIA driver found, but this user may not query it"
-    if isinstance(exc, pynvml.NVMLError_LibRmVersionMismatch):
-        return "NVIDIA driver and NVML versions differ (restart after a driver update)"
-    return f"NVIDIA driver could not be queried ({exc})"
-
-
-@dataclass(frozen=True)
-class _OpenGpu:
-    index: int
-    handle: object
-    name: str
-    vram_total: int
-    vram_free: int
-
-
-@dataclass(frozen=True)
-class _NvmlOpen:
-    """What ``nvmlInit`` and device enumeration gave: usable GPUs and a status line."""
-
-    initialized: bool  # True: the caller owns one nvmlShutdown
-    gpus: tuple[_OpenGpu, ...]
-    status: str
-    driver_version: str | None
-
-
-def _open_nvml(nvml: NvmlSource) -> _NvmlOpen:
-    """Init NVML and enumerate GPUs. Absent driver, init failure and zero GPUs are answers, not errors."""
-    error, _ = _nvml_errors()
-    try:
-        nvml.init()
-    except (ImportError, error) as exc:
-        return _NvmlOpen(False, (), _unavailable_reason(exc), None)
-
-    driver = _optional(nvml.driver_version, error)
-    try:
-        count = nvml.device_count()
-    except error as exc:
-        return _NvmlOpen(True, (), f"NVIDIA driver found, but GPUs could not be counted ({exc})", driver)
-
-    gpus: list[_OpenGpu] = []
-    unreadable: list[str] = []
-    for index in range(count):
-        try:
-            handle = nvml.device_handle(index)
-            total, free, _used = nvml.memory(handle)
-            gpus.append(_OpenGpu(index, handle, nvml.name(handle), total, free))
-        except error as exc:  # e.g. "GPU is lost", or a GPU this user may not see
-            unreadable.append(f"GPU {index}: {exc}")
-    return _NvmlOpen(True, tuple(gpus), _gpu_status(len(gpus), unreadable), driver)
-
-
-def _gpu_status(found: int, unreadable: list[str]) -> str:
-    if not found and not unreadable:
-        return "NVIDIA driver found, no GPU"
-    if not found:
-        return f"NVIDIA driver found, but no GPU could be read ({'; '.join(unreadable)})"
-    status = f"{found} NVIDIA GPU{'s' if found != 1 else ''} found"
-    return f"{status}; could not read {'; '.join(unreadable)}" if unreadable else status
-
-
-def _optional(read: Callable[[], _T], error: type[Exception]) -> _T | None:
-    """A value NVML may not offer (NotSupported on many consumer/virtual GPUs) becomes None."""
-    try:
-        return read()
-    except error:
-        return None
-
-
-def _shutdown(nvml: NvmlSource) -> None:
-    error, _ = _nvml_errors()
-    with contextlib.suppress(error):  # best effort: a failed shutdown tells the user nothing
-        nvml.shutdown()
-
-
-# ---------------------------------------------------------------------------------------------
-# The snapshot
-# ---------------------------------------------------------------------------------------------
-
-
 # How long a snapshot watches other programs' CPU load (it takes ~1 ms otherwise): long
 # enough that the counters' 10 ms ticks do not decide, short enough for a window to open.
 SNAPSHOT_CPU_WINDOW_S = 0.1
@@ -316,8 +99,8 @@ def take_snapshot(
 
     cpu_before = read_cpu()
     source = nvml if nvml is not None else PynvmlSource()
-    error, _ = _nvml_errors()
-    opened = _open_nvml(source)
+    error, _ = nvml_errors()
+    opened = open_nvml(source)
     try:
         gpus = tuple(
             GpuInfo(
@@ -325,16 +108,16 @@ def take_snapshot(
                 name=g.name,
                 vram_total=g.vram_total,
                 vram_free=g.vram_free,
-                utilization_percent=_optional(lambda h=g.handle: source.utilization_percent(h), error),
-                temperature_c=_optional(lambda h=g.handle: source.temperature_c(h), error),
-                power_w=_optional(lambda h=g.handle: source.power_w(h), error),
-                uuid=_optional(lambda h=g.handle: source.uuid(h), error),
+                utilization_percent=optional(lambda h=g.handle: source.utilization_percent(h), error),
+                temperature_c=optional(lambda h=g.handle: source.temperature_c(h), error),
+                power_w=optional(lambda h=g.handle: source.power_w(h), error),
+                uuid=optional(lambda h=g.handle: source.uuid(h), error),
             )
             for g in opened.gpus
         )
     finally:
         if opened.initialized:
-            _shutdown(source)
+            shutdown_nvml(source)
 
     devices = native.backend_devices()
     status = opened.status
@@ -447,100 +230,6 @@ def describe(snapshot: HardwareSnapshot) -> list[str]:
             f"{format_bytes(dev.memory_free)} free of {format_bytes(dev.memory_total)}"
         )
     return lines
-
-
-# ---------------------------------------------------------------------------------------------
-# Live telemetry
-# ---------------------------------------------------------------------------------------------
-
-
-# The dashboard samples every 250 ms (more slowly while a model decodes); a sample within
-# this of the previous repeats its CPU figures rather than divide ticks by milliseconds.
-TELEMETRY_MIN_INTERVAL_S = 0.05
-
-
-class Telemetry:
-    """Cheap periodic samples for the dashboard (well under a millisecond without GPUs).
-
-    NVML is initialised once here and its device handles kept: re-initialising per sample
-    costs milliseconds. Use from one thread (the CPU figures compare each sample with the
-    previous one). ``close()`` releases NVML.
-    """
-
-    def __init__(self, nvml: NvmlSource | None = None) -> None:
-        self._process = psutil.Process()  # one object: psutil caches per-process state in it
-        # The machine's CPU and this process's share of it, each sample covering the time
-        # since the previous one (the first: since construction).
-        self._cpu = CpuMeter(min_interval=TELEMETRY_MIN_INTERVAL_S)
-        self._error, self._not_supported = _nvml_errors()
-        self._nvml = nvml if nvml is not None else PynvmlSource()
-        opened = _open_nvml(self._nvml)
-        self._nvml_open = opened.initialized
-        self._gpus = opened.gpus
-        self.gpu_status = opened.status
-        # (gpu index, field) pairs that answered NotSupported once: they will not start
-        # answering, so stop paying for the failing call on every tick.
-        self._unsupported: set[tuple[int, str]] = set()
-
-    @property
-    def gpu_count(self) -> int:
-        return len(self._gpus)
-
-    def sample(self) -> TelemetrySample:
-        memory = psutil.virtual_memory()
-        share = self._cpu.sample()
-        if share is None:  # sampled again within milliseconds: repeat the last figures
-            share = self._cpu.latest
-        return TelemetrySample(
-            timestamp=time.monotonic(),
-            cpu_percent=share.percent(share.total) if share is not None else 0.0,
-            # total - available, not psutil's ``used``: that excludes reclaimable cache on
-            # Linux but not elsewhere; "what is not available" means the same everywhere.
-            ram_used=memory.total - memory.available,
-            ram_total=memory.total,
-            process_rss=self._process.memory_info().rss,
-            gpus=tuple(self._sample_gpu(g) for g in self._gpus) if self._nvml_open else (),
-            # The two clocks (the machine's, this process's) tick apart: ours never above all.
-            hearth_cpu_percent=share.percent(min(share.ours, share.total)) if share is not None else None,
-        )
-
-    def _sample_gpu(self, gpu: _OpenGpu) -> GpuSample:
-        try:
-            total, _free, used = self._nvml.memory(gpu.handle)
-        except self._error:  # a transient failure should not blank the whole dashboard
-            total, used = gpu.vram_total, 0
-        return GpuSample(
-            index=gpu.index,
-            utilization_percent=self._field(gpu, "utilization_percent"),
-            vram_used=used,
-            vram_total=total,
-            temperature_c=self._field(gpu, "temperature_c"),
-            power_w=self._field(gpu, "power_w"),
-        )
-
-    def _field(self, gpu: _OpenGpu, name: str) -> float | None:
-        key = (gpu.index, name)
-        if key in self._unsupported:
-            return None
-        try:
-            return float(getattr(self._nvml, name)(gpu.handle))
-        except self._not_supported:
-            self._unsupported.add(key)
-            return None
-        except self._error:
-            return None
-
-    def close(self) -> None:
-        """Shut NVML down (idempotent). Later samples carry no GPU data."""
-        if self._nvml_open:
-            self._nvml_open = False
-            _shutdown(self._nvml)
-
-    def __enter__(self) -> Telemetry:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def described_machine(

@@ -22,7 +22,8 @@ from app.dashboard import DashboardView, MetricsHistory, SeriesTable, compare_me
 from app.dashboard import metrics as m
 from app.dashboard.plots import MIN_LABEL_GAP_PX, SPANS_S, TimeAxis, ago, nice_ceiling, visible_span
 from app.dashboard.view import BUSY_INTERVAL_MS, BUSY_REDRAW_S, MIN_WIDTH, PREFERRED_WIDTH
-from engine.machine.hardware import GpuInfo, GpuSample, HardwareSnapshot, Telemetry, TelemetrySample
+from engine.machine.hardware import GpuInfo, HardwareSnapshot
+from engine.machine.telemetry import GpuSample, Telemetry, TelemetrySample
 from engine.native.llama_log import ReportedMemory
 from engine.requests.request import ChatRequest, EngineStats, SequenceStats, SlotState
 from tests.conftest import SCRIPT, plan_for
@@ -69,7 +70,7 @@ class FakeGpu:
 
 @dataclass
 class FakeNvml:
-    """An ``NvmlSource`` for ``engine.machine.hardware.Telemetry``: the real pynvml path, fake GPUs."""
+    """An ``NvmlSource`` for ``engine.machine.telemetry.Telemetry``: the real pynvml path, fake GPUs."""
 
     gpus: list[FakeGpu] = field(default_factory=list)
 

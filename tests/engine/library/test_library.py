@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from engine.devtools.tiny_models import (
     write_tiny_projector,
     write_tiny_text_model,
 )
-from engine.library.index import Library, LibraryEntry, name_stem
+from engine.library.index import Library, LibraryEntry
+from engine.library.pairing import name_stem
+from engine.model_process import protocol as _protocol  # noqa: F401 (how read-only mappings pickle)
 from tests.conftest import rewrite_gguf
 
 
@@ -269,3 +272,29 @@ def test_missing_folder_is_remembered_without_error(tmp_path: Path) -> None:
     library = Library(tmp_path / "state.json")
     assert library.add_folder(tmp_path / "not-yet") == ()
     assert library.folders == (tmp_path / "not-yet",)
+
+
+def test_model_info_json_round_trip_matches_pickle(
+    tmp_path: Path, tiny_model: Path, tiny_projector: Path
+) -> None:
+    """The library's cache keeps ``ModelInfo.to_json``; reading it back gives the value inspect
+    gave (read-only mappings and split paths included), as pickling to the model's child does."""
+    root = tmp_path / "split"
+    root.mkdir()
+    rewrite_gguf(tiny_model, root / "big.gguf", split_max_tensors=8)
+    split_first = sorted(root.glob("big-*.gguf"))[0]
+    for path in (tiny_model, tiny_projector, split_first):
+        info = inspect(path)
+        for back in (
+            ModelInfo.from_json(json.loads(json.dumps(info.to_json()))),
+            pickle.loads(pickle.dumps(info)),
+        ):
+            assert back == info
+            assert dict(back.metadata) == dict(info.metadata) and dict(back.arrays) == dict(info.arrays)
+            assert type(back.metadata).__name__ == "mappingproxy"
+    assert inspect(split_first).split_paths and inspect(tiny_projector).projector is not None
+
+    state = tmp_path / "state.json"
+    Library(state).add_file(tiny_model)
+    (item,) = json.loads(state.read_text())["cache"]["items"].values()
+    assert item["info"] == json.loads(json.dumps(inspect(tiny_model).to_json()))

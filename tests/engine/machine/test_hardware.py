@@ -10,17 +10,17 @@ import pynvml
 import pytest
 
 from engine.base.units import format_bytes, format_count, plural
+from engine.machine.gpu import PynvmlSource
 from engine.machine.hardware import (
     BackendDevice,
     DeviceType,
     GpuInfo,
     HardwareSnapshot,
-    PynvmlSource,
-    Telemetry,
     cpu_name,
     describe,
     take_snapshot,
 )
+from engine.machine.telemetry import Telemetry
 from engine.native import backend as native
 
 GIB = 1024**3

@@ -23,7 +23,8 @@ from engine.machine.cpu_load import (
     cores_taken,
     share_between,
 )
-from engine.machine.hardware import Telemetry, described_machine, take_snapshot, with_cpu_load
+from engine.machine.hardware import described_machine, take_snapshot, with_cpu_load
+from engine.machine.telemetry import Telemetry
 from engine.planner import MAX_THREADS, InvalidLoadRequest, LoadRequest, plan_load
 from engine.requests.request import ChatMessage, ChatRequest, StopReason
 from engine.sampling.params import GREEDY
