@@ -25,6 +25,7 @@ import json
 import re
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -110,6 +111,8 @@ class FakeHub:
     def __init__(self, token: str = "hf_test_token") -> None:
         self.repos: dict[str, FakeRepo] = {}
         self.faults = Faults()
+        # How often each fault fired, by its field's name: a test asserts its fault was reached.
+        self.fired: Counter[str] = Counter()
         self.token = token
         self._log: list[LoggedRequest] = []
         self._in_flight = 0
@@ -196,6 +199,7 @@ class FakeHub:
         with self._lock:
             if self.faults.rate_limited > 0:
                 self.faults.rate_limited -= 1
+                self.fired["rate_limited"] += 1
                 return True
         return False
 
@@ -205,16 +209,21 @@ class FakeHub:
             left = getattr(self.faults, name)
             if left > 0:
                 setattr(self.faults, name, left - 1)
+                self.fired[name] += 1
                 return True
         return False
 
     # -- what the API says ---------------------------------------------------------------------
 
     def published_sha256(self, repo: FakeRepo, f: FakeFile) -> str:
-        return "0" * 64 if f.path in self.faults.wrong_hash else f.sha256
+        if f.path in self.faults.wrong_hash:
+            self.fired["wrong_hash"] += 1
+            return "0" * 64
+        return f.sha256
 
     def published_git_oid(self, f: FakeFile) -> str:
         if f.path in self.faults.wrong_hash:
+            self.fired["wrong_hash"] += 1
             return "0" * 40
         h = hashlib.sha1(f"blob {f.size}\0".encode())
         h.update(f.source.read_bytes())
@@ -373,6 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         for needle, status in fake.faults.status.items():
             if needle in path:
+                fake.fired["status"] += 1
                 self._error(status, f"forced {status}")
                 return
         if fake.take_rate_limit():

@@ -73,6 +73,7 @@ class FakeNvml:
     """An ``NvmlSource`` for ``engine.machine.telemetry.Telemetry``: the real pynvml path, fake GPUs."""
 
     gpus: list[FakeGpu] = field(default_factory=list)
+    power_refused: int = 0  # how often power_w raised NotSupported
 
     def init(self) -> None: ...
     def shutdown(self) -> None: ...
@@ -101,6 +102,7 @@ class FakeNvml:
         return handle.temperature
 
     def power_w(self, handle: FakeGpu) -> float:  # type: ignore[override]
+        self.power_refused += 1
         raise pynvml.NVMLError_NotSupported()  # common on consumer cards: the plot shows a gap
 
 
@@ -360,6 +362,7 @@ def test_fake_nvml_gpus_get_plots(qtbot) -> None:
     assert "61 °C" in v.gpu_temp_card.legend.text()
     assert v.history.telemetry.latest(m.gpu_column(1, "vram_used_bytes")) == 1 * GIB
     assert math.isnan(v.history.telemetry.latest(m.gpu_column(0, "power_w")))  # NotSupported
+    assert nvml.power_refused > 0  # a gap because the GPU refused, not because nobody asked
     assert not v.gpu_section.note.isVisible()  # the build can offload
     v.shutdown()
 

@@ -42,9 +42,11 @@ def test_missing_display_libraries_name_the_packages(monkeypatch: pytest.MonkeyP
     import app.platform.system_libraries as system_libraries
 
     real = ctypes.CDLL
+    refused: list[str] = []
 
     def fake(name: str, *args: object, **kwargs: object):
         if name == "libxcb-cursor.so.0":
+            refused.append(name)
             raise OSError("not found")
         return real(name, *args, **kwargs)
 
@@ -54,5 +56,6 @@ def test_missing_display_libraries_name_the_packages(monkeypatch: pytest.MonkeyP
     assert system_libraries.check_display_libraries() == (
         "The window needs system libraries that are missing here: sudo apt install libxcb-cursor0"
     )
+    assert refused == ["libxcb-cursor.so.0"]
     monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")  # no window, nothing to install
     assert system_libraries.check_display_libraries() is None

@@ -4,6 +4,7 @@ a stream cut off mid-reply, a wrong key, an unreachable host, a bad URL."""
 
 from __future__ import annotations
 
+import signal
 import socket
 from pathlib import Path
 
@@ -109,6 +110,7 @@ def test_a_server_killed_mid_stream_interrupts_the_reply(looping_model: Path) ->
                 text += event.text
                 if serve.proc.poll() is None and len(text) > 20:
                     serve.kill()
+        assert serve.proc.returncode == -signal.SIGKILL  # the kill landed, mid-stream
         assert isinstance(event, Failed)
         assert isinstance(event.error, RemoteInterrupted)
         assert event.error.message.startswith("Interrupted: the connection to 127.0.0.1:")

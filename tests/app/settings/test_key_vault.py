@@ -11,7 +11,10 @@ URL = "http://box:8080/v1"
 class BrokenKeyring(MemoryKeyring):
     """A backend that is there but refuses to store (a locked or misconfigured keyring)."""
 
+    refusals = 0
+
     def set_password(self, service: str, username: str, password: str) -> None:
+        self.refusals += 1
         raise RuntimeError("locked")
 
 
@@ -34,8 +37,10 @@ def test_without_a_keyring_keys_last_the_session_and_the_vault_says_so() -> None
 
 
 def test_a_keyring_that_refuses_falls_back_to_the_session() -> None:
-    vault = KeyVault(BrokenKeyring())
+    keyring = BrokenKeyring()
+    vault = KeyVault(keyring)
     vault.set(URL, "k1")
+    assert keyring.refusals == 1
     assert vault.get(URL) == "k1" and vault.problem == NO_KEYRING
 
 

@@ -211,12 +211,16 @@ def test_version_2_database_keeps_its_messages_as_one_path_with_a_backup(db_path
 def test_failed_migration_leaves_the_database_at_its_version(db_path: Path) -> None:
     _make_version_1(db_path).close()
 
+    reached: list[bool] = []
+
     def broken(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER")
+        reached.append(True)  # half the migration ran: the next statement is the fault
         conn.execute("ALTER TABLE no_such_table ADD COLUMN x INTEGER")
 
     with pytest.raises(MigrationFailed) as failure:
         Store(db_path, migrations=(*MIGRATIONS, broken))
+    assert reached == [True]
     assert isinstance(failure.value, EngineError)
     assert "hearth.sqlite3.v1.bak" in failure.value.message
     with Store(db_path) as store:  # the current app still opens it, untouched

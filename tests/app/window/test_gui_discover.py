@@ -164,6 +164,7 @@ def test_errors_are_one_line_in_the_page(qtbot, discover: MainWindow, fake_hub: 
     page.search_field.setText("tiny")
     qtbot.mouseClick(page.search_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "rate-limiting" in page.search_status.text(), timeout=WAIT)
+    assert fake_hub.fired["rate_limited"] > 0
     assert "\n" not in page.search_status.text()
 
 

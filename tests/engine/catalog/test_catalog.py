@@ -388,12 +388,16 @@ def test_empty_directory_missing_unreadable(tmp_path: Path, monkeypatch: pytest.
     locked = tmp_path / "locked.gguf"
     locked.write_bytes(b"GGUF" + b"\0" * 100)
 
+    denied: list[object] = []
+
     def deny(*args: object, **kwargs: object) -> object:
+        denied.append(args[0] if args else None)
         raise PermissionError(13, "Permission denied")
 
     # Tests may run as root, which ignores file modes: simulate the refusal instead.
     monkeypatch.setattr(gguf_reader, "open", deny, raising=False)
     assert reason(locked) == "cannot read the file: permission denied"
+    assert denied, "the refusal was never reached"
 
 
 def test_not_a_regular_file(tmp_path: Path) -> None:

@@ -153,9 +153,11 @@ def test_the_token_goes_to_the_hub_and_never_to_the_cdn(fake_hub: FakeHub, hub_a
 def test_rate_limits_are_retried_then_reported(fake_hub: FakeHub, hub_access: HubAccess) -> None:
     fake_hub.faults.rate_limited = 2
     assert HubClient(hub_access).repo_files(TINY_REPO).quants  # two 429s, then an answer
+    assert fake_hub.fired["rate_limited"] == 2
     fake_hub.faults.rate_limited = 10
     with pytest.raises(HubRateLimited, match="rate-limiting"):
         HubClient(hub_access).search("tiny")
+    assert fake_hub.fired["rate_limited"] > 2
 
 
 def test_no_network_is_one_line() -> None:
@@ -252,6 +254,7 @@ def test_a_truncated_range_is_read_on_from_where_it_stopped(
     listing = HubClient(hub_access).repo_files(TINY_REPO)
     fake_hub.faults.truncate_ranges = 1
     remote = inspect_remote(hub_access, listing, listing.find("Q8_0"))
+    assert fake_hub.fired["truncate_ranges"] == 1
     _same_info(remote.info, inspect_model(hub_files["q8"]))
 
 

@@ -88,6 +88,7 @@ def test_a_dropped_connection_resumes_from_where_it_broke(
     fake_hub.faults.drop_at = 200_000
     final = _downloader(hub_access, tmp_path).run(_spec(hub_access))
     assert final.state is DownloadState.DONE and _sha(final.target) == _sha(hub_files["q8"])
+    assert fake_hub.fired["drops"] == 1
     ranges = _cdn_ranges(fake_hub)
     assert ranges[0] is None and ranges[1] == "bytes=200000-"
 
@@ -98,6 +99,7 @@ def test_a_download_that_gave_up_resumes_on_the_next_run(tmp_path: Path, fake_hu
     spec = _spec(hub_access)
     with pytest.raises(HubError, match=r"Gave up after 2 retries; it resumes from \d+% next time"):
         _downloader(hub_access, tmp_path, retries=2).run(spec)
+    assert fake_hub.fired["drops"] == 3  # the first try and two retries
     assert _ggufs(tmp_path) == []
     part = next((tmp_path / STAGING).glob("*.part"))
     assert part.stat().st_size == 300_000
@@ -116,6 +118,7 @@ def test_a_wrong_checksum_leaves_nothing_behind(
     fake_hub.faults.wrong_hash.add("tiny-llama-Q8_0.gguf")
     with pytest.raises(ChecksumMismatch, match=r"failed its SHA-256 check .* nothing entered the library"):
         _downloader(hub_access, tmp_path).run(_spec(hub_access))
+    assert fake_hub.fired["wrong_hash"] >= 1
     assert _ggufs(tmp_path) == [] and list((tmp_path / STAGING).glob("*.part")) == []
 
 
@@ -134,10 +137,11 @@ def test_a_disk_filling_up_midway_keeps_the_part_for_later(
     tmp_path: Path, hub_access: HubAccess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = download_buffers.write_all
-    written = {"n": 0}
+    written = {"n": 0, "refused": 0}
 
     def full_disk(out, data) -> None:
         if written["n"] + len(data) > 100_000:
+            written["refused"] += 1
             raise OSError(errno.ENOSPC, "No space left on device")
         written["n"] += len(data)
         real(out, data)
@@ -145,6 +149,7 @@ def test_a_disk_filling_up_midway_keeps_the_part_for_later(
     monkeypatch.setattr(download_buffers, "write_all", full_disk)
     with pytest.raises(NotEnoughSpace, match=r"The disk filled up while downloading tiny-llama-Q8_0\.gguf"):
         _downloader(hub_access, tmp_path).run(_spec(hub_access))
+    assert written["refused"] == 1
     assert _ggufs(tmp_path) == []
     monkeypatch.setattr(download_buffers, "write_all", real)
     assert _downloader(hub_access, tmp_path).run(_spec(hub_access)).state is DownloadState.DONE
@@ -155,7 +160,7 @@ def test_rate_limits_during_a_download_are_waited_out(tmp_path: Path, fake_hub: 
     spec = _spec(hub_access)
     fake_hub.faults.rate_limited = 2
     assert _downloader(hub_access, tmp_path).run(spec).state is DownloadState.DONE
-    assert sum(1 for e in fake_hub.log if e.status == 429) == 2
+    assert sum(1 for e in fake_hub.log if e.status == 429) == 2 == fake_hub.fired["rate_limited"]
 
 
 def test_a_lying_content_length_is_caught(tmp_path: Path, fake_hub: FakeHub, hub_access: HubAccess,
@@ -163,6 +168,8 @@ def test_a_lying_content_length_is_caught(tmp_path: Path, fake_hub: FakeHub, hub
     fake_hub.faults.lie_length, fake_hub.faults.lies = 5000, 3
     final = _downloader(hub_access, tmp_path).run(_spec(hub_access))
     assert final.state is DownloadState.DONE and _sha(final.target) == _sha(hub_files["q8"])
+    # One lie fires: the body it cut short was whole, so no second request is needed to finish.
+    assert fake_hub.fired["lies"] == 1
 
 
 def test_a_truncated_range_is_continued(tmp_path: Path, fake_hub: FakeHub, hub_access: HubAccess,
@@ -172,6 +179,7 @@ def test_a_truncated_range_is_continued(tmp_path: Path, fake_hub: FakeHub, hub_a
     final = _downloader(hub_access, tmp_path).run(_spec(hub_access))
     assert final.state is DownloadState.DONE and _sha(final.target) == _sha(hub_files["q8"])
     assert len(_cdn_ranges(fake_hub)) >= 4
+    assert (fake_hub.fired["drops"], fake_hub.fired["truncate_ranges"]) == (1, 2)
 
 
 def test_a_stalled_server_times_out_and_the_part_stays(tmp_path: Path, fake_hub: FakeHub,
@@ -372,6 +380,7 @@ def test_end_to_end_search_plan_download_interrupted_resumed_then_in_the_library
     final = _downloader(hub_access, models).run(DownloadSpec.of(listing.repo_id, listing.commit, option))
     assert final.state is DownloadState.DONE
     assert f"bytes={drop}-" in _cdn_ranges(fake_hub)  # resumed where the connection broke
+    assert fake_hub.fired["drops"] == 1
 
     library = Library(tmp_path / "library.json")
     library.add_folder(models)
@@ -397,11 +406,13 @@ def test_a_file_kept_in_git_is_checked_against_its_blob_id(
     spec = DownloadSpec.of(listing.repo_id, listing.commit, listing.quants[0])
     fake_hub.faults.drop_at = 100_000  # the resumed hash starts from git's "blob N\0" header too
     assert _downloader(hub_access, tmp_path).run(spec).state is DownloadState.DONE
+    assert fake_hub.fired["drops"] == 1
     fake_hub.faults.wrong_hash.add("small-Q8_0.gguf")
     listing = HubClient(hub_access).repo_files("test-org/in-git-GGUF")
     spec = DownloadSpec.of(listing.repo_id, listing.commit, listing.quants[0])
     with pytest.raises(ChecksumMismatch, match="failed its git SHA-1 check"):
         _downloader(hub_access, tmp_path / "again").run(spec)
+    assert fake_hub.fired["wrong_hash"] >= 1
 
 
 # -- the receive path: buffers, the sink, httpx's own transport --------------------------------
@@ -416,6 +427,7 @@ def test_a_drop_in_the_middle_of_a_buffer_keeps_exactly_the_bytes_that_came(
     fake_hub.faults.drop_at = drop
     with pytest.raises(HubError, match="Gave up after 0 retries"):
         _downloader(hub_access, tmp_path, retries=0).run(spec)
+    assert fake_hub.fired["drops"] == 1
     part = next((tmp_path / STAGING).glob("*.part"))
     assert part.read_bytes() == hub_files["q8"].read_bytes()[:drop]
 
@@ -486,5 +498,7 @@ def test_httpx_s_own_transport_still_downloads_and_resumes(
     with httpx.Client(follow_redirects=True) as session:
         final = _downloader(hub_access, tmp_path, session=session).run(_spec(hub_access))
     assert final.state is DownloadState.DONE and _sha(final.target) == _sha(hub_files["q8"])
+    fired = {"drop": {"drops": 1}, "lie": {"lies": 1}, "truncate": {"drops": 1, "truncate_ranges": 2}}
+    assert dict(fake_hub.fired) == fired.get(fault, {})
     if fault == "drop":
         assert _cdn_ranges(fake_hub)[1] == "bytes=200000-"

@@ -88,6 +88,7 @@ def test_a_body_shorter_than_its_content_length_is_a_protocol_error(
     missing = pytest.raises(httpx.RemoteProtocolError, match="5000 bytes missing")
     with _client() as client, client.stream("GET", _resolve(hub_access)) as response, missing:
         _read_all(response)
+    assert fake_hub.fired["lies"] == 1
 
 
 def test_a_dropped_connection_is_a_protocol_error(fake_hub: FakeHub, hub_access: HubAccess) -> None:
@@ -95,6 +96,7 @@ def test_a_dropped_connection_is_a_protocol_error(fake_hub: FakeHub, hub_access:
     broken = pytest.raises(httpx.RemoteProtocolError)
     with _client() as client, client.stream("GET", _resolve(hub_access)) as response, broken:
         _read_all(response)
+    assert fake_hub.fired["drops"] == 1
 
 
 def test_a_stall_is_a_read_timeout(fake_hub: FakeHub, hub_access: HubAccess) -> None:

@@ -54,6 +54,7 @@ class FakeNvml:
     def init(self) -> None:
         self._count("init")
         if self.init_error is not None:
+            self._count("init_error")
             raise self.init_error
 
     def shutdown(self) -> None:
@@ -78,6 +79,7 @@ class FakeNvml:
     def memory(self, handle: object) -> tuple[int, int, int]:
         gpu = self._gpu(handle)
         if gpu.memory_error is not None:
+            self._count("memory_error")
             raise gpu.memory_error
         return gpu.total, gpu.free, gpu.used
 
@@ -125,6 +127,7 @@ def test_nvml_library_missing_is_a_normal_state() -> None:
     assert snap.gpu_status == "No NVIDIA driver found (NVML is not available)"
     assert snap.driver_version is None
     assert "shutdown" not in fake.calls  # never shut down what did not start
+    assert fake.calls["init_error"] == 1
     assert snap.offload_note is None
 
 
@@ -137,7 +140,9 @@ def test_nvml_library_missing_is_a_normal_state() -> None:
     ],
 )
 def test_nvml_init_failures_become_reasons(error: type[Exception], words: str) -> None:
-    snap = take_snapshot(FakeNvml(init_error=error()))
+    fake = FakeNvml(init_error=error())
+    snap = take_snapshot(fake)
+    assert fake.calls["init_error"] == 1
     assert snap.gpus == ()
     assert words in snap.gpu_status
 
@@ -208,7 +213,9 @@ def test_not_supported_fields_become_none() -> None:
 def test_unreadable_gpu_is_reported_not_raised() -> None:
     gpus = two_gpus()
     gpus[0].memory_error = pynvml.NVMLError_GpuIsLost()
-    snap = take_snapshot(FakeNvml(gpus=gpus))
+    fake = FakeNvml(gpus=gpus)
+    snap = take_snapshot(fake)
+    assert fake.calls["memory_error"] == 1
     assert [g.index for g in snap.gpus] == [1]
     assert snap.gpu_status.startswith("1 NVIDIA GPU found; could not read GPU 0")
 
@@ -328,7 +335,7 @@ def test_telemetry_without_nvml() -> None:
         assert telemetry.gpu_count == 0
         assert telemetry.gpu_status == "No NVIDIA driver found (NVML is not available)"
         assert telemetry.sample().gpus == ()
-    assert "shutdown" not in fake.calls
+    assert "shutdown" not in fake.calls and fake.calls["init_error"] == 1
 
 
 def test_telemetry_sample_is_sane() -> None:

@@ -66,7 +66,10 @@ def test_sink_levels_removal_and_failures() -> None:
     everything = collect(router)
     warnings = collect(router, LogLevel.WARN)
 
-    def broken(_: LogLine) -> None:
+    raised: list[str] = []
+
+    def broken(line: LogLine) -> None:
+        raised.append(line.text)
         raise RuntimeError("sink bug")
 
     router.add_sink(broken)
@@ -74,6 +77,7 @@ def test_sink_levels_removal_and_failures() -> None:
     router.feed(LogLevel.WARN, b"warn\n")
     assert [ln.text for ln in everything] == ["debug", "warn"]
     assert [ln.text for ln in warnings] == ["warn"]
+    assert raised == ["debug", "warn"]  # the broken sink was called, and the others still got both
     router.remove_sink(everything.append)
     router.remove_sink(broken)
     router.remove_sink(print)  # never added: ignored

@@ -143,11 +143,15 @@ def test_everything_degrades_without_llama_cpp(monkeypatch: pytest.MonkeyPatch, 
     assert native.simd_features(cpuinfo_path=cpuinfo) == ("AVX", "AVX2")
     assert native.load_error() is not None and "llama.cpp could not be loaded" in native.load_error()
 
+    asked: list[str] = []
+
     def no_metadata(name: str) -> str:
+        asked.append(name)
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", no_metadata)
     assert native.llama_cpp_version() == ""
+    assert asked == ["llama-cpp-python"]
 
 
 def test_imports_are_lazy_and_llava_is_never_imported() -> None:

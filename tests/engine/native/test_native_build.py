@@ -346,16 +346,19 @@ def test_a_failed_gpu_build_that_was_not_asked_for_falls_back_to_the_cpu(tmp_pat
         nb.Toolchain, "detect", classmethod(lambda cls: Toolchain(vulkan_sdk=True, glslc=True))
     )
     real = venv._run
+    failed: list[str] = []
 
     def run(cmd, env=None, **kwargs):
         if "wheel" in cmd and "GGML_VULKAN=ON" in env["CMAKE_ARGS"]:
+            failed.append(env["CMAKE_ARGS"])
             return type("Done", (), {"returncode": 1})()
         return real(cmd, env=env, **kwargs)
 
     monkeypatch.setattr(nb.subprocess, "run", run)
     stamp = venv.ensure()
-    assert stamp["backend"] == "cpu"
+    assert stamp["backend"] == "cpu" and len(failed) == 1
     assert "the vulkan build failed" in capsys.readouterr().out
     venv.env["HEARTH_BACKEND"] = "vulkan"  # asked for: the failure is the answer
     with pytest.raises(BuildError, match="compiling"):
         venv.ensure()
+    assert len(failed) == 2

@@ -351,15 +351,19 @@ def test_decode_failure_fails_only_that_batch_and_the_engine_keeps_serving(tiny:
     executor = tiny._executor
     original = executor._decode
     failures = iter([-1])
+    failed: list[int] = []
 
     def failing_once(batch):
         rc = next(failures, None)
+        if rc is not None:
+            failed.append(rc)
         return rc if rc is not None else original(batch)
 
     executor._decode = failing_once  # type: ignore[method-assign]
     broken = tiny.submit(chat("this batch breaks", max_tokens=4))
     with pytest.raises(DecodeFailed, match="failed to evaluate"):
         broken.wait(TIMEOUT)
+    assert failed == [-1]
     after = tiny.submit(chat("a request after the failure", max_tokens=4)).wait(TIMEOUT)
     assert after.usage.completion_tokens == 4
 
