@@ -49,7 +49,7 @@ from app.chat.markdown import MarkdownStyle
 from app.chat.message_documents import MessageDocuments
 from app.chat.message_hits import Hit, Selection
 from app.chat.message_layout import VERSION_ARROWS, Geometry, MessageLayout, column_x
-from app.chat.message_painter import MessagePainter, square_thumbnail
+from app.chat.message_painter import MessagePainter
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
 from app.chat.message_view_actions import MessageViewActions
 from app.chat.message_view_keys import MessageViewKeyboard
@@ -61,7 +61,7 @@ from app.chat.undo_bar import UndoBar
 from app.chat.viewport_layout import ViewportLayout
 from engine import Role
 
-__all__ = ["MessageView", "square_thumbnail"]
+__all__ = ["MessageView"]
 
 
 INDICATOR_INTERVAL_MS = 280
