@@ -14,7 +14,8 @@ from app.chat import MessageData, MessageView, ReplyStats
 from app.chat.data import CPU_BUSY_NOTE
 from app.cli.commands import run_cli
 from app.dashboard import metrics as m
-from app.dashboard.view import DashboardView, cpu_summary
+from app.dashboard.system_cards import cpu_summary
+from app.dashboard.view import DashboardView
 from app.platform.paths import AppPaths
 from app.services.model_session import SessionState
 from app.settings.load_settings import request_from_dict, request_to_dict, settings_key
@@ -191,9 +192,7 @@ def test_plan_takes_threads(capsys, tiny_model: Path) -> None:
 
 @pytest.mark.parametrize("value", ["0", "-3", str(MAX_THREADS + 1), "two", "1.5"])
 @pytest.mark.parametrize("command", ["plan", "chat", "bench", "serve"])
-def test_threads_out_of_range_are_one_line_errors(
-    capsys, tiny_model: Path, command: str, value: str
-) -> None:
+def test_threads_out_of_range_are_one_line_errors(capsys, tiny_model: Path, command: str, value: str) -> None:
     argv = [command, str(tiny_model)] + (["hi"] if command == "chat" else [])
     code, out, err = run(capsys, *argv, "--threads", value)
     assert code == 2 and out == ""
