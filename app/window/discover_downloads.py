@@ -14,15 +14,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.services.discover import DiscoverController
+from app.widgets.styles import ERROR_STYLE
 from engine import (
     DownloadProgress,
     DownloadState,
     format_bytes,
 )
 
-__all__ = ["ERROR_STYLE", "DownloadRow"]
-
-ERROR_STYLE = "color: #d62728;"
+__all__ = ["DownloadRow"]
 
 
 class DownloadRow(QFrame):

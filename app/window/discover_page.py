@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.services.discover import DiscoverController
-from app.window.discover_downloads import ERROR_STYLE, DownloadRow
+from app.widgets.styles import ERROR_STYLE
+from app.window.discover_downloads import DownloadRow
 from app.window.discover_repo import DiscoverRepoView
 from app.window.discover_results import OfflinePanel, RepoListModel, StartPanel
 from app.window.hub_dialog import HubSettingsDialog

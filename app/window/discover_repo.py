@@ -18,25 +18,18 @@ from PySide6.QtWidgets import (
 
 from app.services.discover import DiscoverController, QuantPlan
 from app.widgets.memory_bar import MemoryBar
-from app.window.discover_downloads import ERROR_STYLE
+from app.widgets.model_plan_view import VERDICT_COLORS
+from app.widgets.styles import ERROR_STYLE
 from app.window.discover_results import repo_facts
 from app.wording.presenters import fit_summary
 from engine import (
     QuantOption,
     RepoFiles,
     RepoSummary,
-    Verdict,
     format_bytes,
 )
 
-__all__ = ["VERDICT_COLORS", "DiscoverRepoView"]
-
-VERDICT_COLORS = {
-    Verdict.FITS: "#2ca02c",
-    Verdict.PARTIAL_OFFLOAD: "#e69500",
-    Verdict.TIGHT: "#e69500",
-    Verdict.DOES_NOT_FIT: "#d62728",
-}
+__all__ = ["DiscoverRepoView"]
 
 
 class DiscoverRepoView:
