@@ -192,7 +192,9 @@ def test_plan_takes_threads(capsys, tiny_model: Path) -> None:
 
 @pytest.mark.parametrize("value", ["0", "-3", str(MAX_THREADS + 1), "two", "1.5"])
 @pytest.mark.parametrize("command", ["plan", "chat", "bench", "serve"])
-def test_threads_out_of_range_are_one_line_errors(capsys, tiny_model: Path, command: str, value: str) -> None:
+def test_threads_out_of_range_are_one_line_errors(
+    capsys, tiny_model: Path, command: str, value: str
+) -> None:
     argv = [command, str(tiny_model)] + (["hi"] if command == "chat" else [])
     code, out, err = run(capsys, *argv, "--threads", value)
     assert code == 2 and out == ""
