@@ -3,7 +3,8 @@ panel. Plain Qt widgets that take frozen values and speak through signals; the w
 wires them to the engine and the store."""
 
 from app.chat.composer import Composer
-from app.chat.conversation_list import ConversationList, relative_time
+from app.chat.conversation_list import ConversationList
+from app.chat.conversation_rows import relative_time
 from app.chat.data import (
     Attachment,
     ConversationId,

@@ -1,24 +1,20 @@
-"""The side list of conversations: new, search, rename, delete with undo, live progress."""
+"""The side list of conversations: new, search, rename, delete with undo, live progress.
+
+Each row is drawn and renamed by ``conversation_rows.ConversationDelegate``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from PySide6.QtCore import (
-    QAbstractItemModel,
     QEvent,
-    QModelIndex,
-    QPersistentModelIndex,
     QPoint,
-    QRect,
-    QRectF,
-    QSize,
     Qt,
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QFont, QFontMetrics, QKeyEvent, QPainter, QPalette
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -29,142 +25,15 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
-    QStyle,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
 
+from app.chat.conversation_rows import ID_ROLE, SUMMARY_ROLE, ConversationDelegate
 from app.chat.data import ConversationId, ConversationSummary
-from app.chat.theme import ChatColors, mix
 from app.chat.undo_bar import UndoBar
 
 SEARCH_DEBOUNCE_MS = 200
-ID_ROLE = Qt.ItemDataRole.UserRole
-SUMMARY_ROLE = Qt.ItemDataRole.UserRole + 1
-ROW_PAD_X = 10
-ROW_PAD_Y = 7
-
-
-def relative_time(when: datetime, now: datetime | None = None) -> str:
-    """``just now``, ``5 min ago``, ``3 h ago``, ``yesterday``, ``Monday``, ``12 Mar``,
-    ``12 Mar 2023``: precise when recent, a date when not."""
-    now = now or datetime.now(when.tzinfo)
-    delta = now - when
-    if delta < timedelta(minutes=1):
-        return "just now"
-    if delta < timedelta(hours=1):
-        return f"{int(delta.total_seconds() // 60)} min ago"
-    if when.date() == now.date():
-        return f"{int(delta.total_seconds() // 3600)} h ago"
-    if when.date() == (now - timedelta(days=1)).date():
-        return "yesterday"
-    if delta < timedelta(days=7):
-        return when.strftime("%A")
-    if when.year == now.year:
-        return f"{when.day} {when.strftime('%b')}"
-    return f"{when.day} {when.strftime('%b')} {when.year}"
-
-
-class _Delegate(QStyledItemDelegate):
-    """Two lines per conversation: the title, then when it was last used, or what it is
-    doing right now (a dot and "reading 42%")."""
-
-    def __init__(self, owner: ConversationList) -> None:
-        super().__init__(owner)
-        self._owner = owner
-
-    def _fonts(self, option: QStyleOptionViewItem) -> tuple[QFont, QFont]:
-        title = QFont(option.font)
-        small = QFont(option.font)
-        small.setPointSizeF(max(7.0, option.font.pointSizeF() * 0.86))
-        return title, small
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
-        title, small = self._fonts(option)
-        height = QFontMetrics(title).height() + QFontMetrics(small).height() + 2 * ROW_PAD_Y + 2
-        return QSize(160, height)
-
-    def paint(
-        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
-    ) -> None:
-        summary: ConversationSummary = index.data(SUMMARY_ROLE)
-        if summary is None:
-            return
-        colors = ChatColors.from_palette(option.palette)
-        selected = bool(option.state & QStyle.StateFlag.State_Selected)
-        hovered = bool(option.state & QStyle.StateFlag.State_MouseOver)
-        rect = QRect(option.rect).adjusted(6, 1, -6, -1)
-        painter.save()
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        if selected or hovered:
-            base = option.palette.color(QPalette.ColorRole.Base)
-            accent = option.palette.color(QPalette.ColorRole.Highlight)
-            fill = mix(base, accent, 0.28 if colors.dark else 0.16) if selected else colors.hover
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(fill)
-            painter.drawRoundedRect(QRectF(rect), 8, 8)
-        title_font, small_font = self._fonts(option)
-        if selected:
-            title_font.setWeight(QFont.Weight.DemiBold)
-        inner = rect.adjusted(ROW_PAD_X, ROW_PAD_Y, -ROW_PAD_X, -ROW_PAD_Y)
-        title_fm = QFontMetrics(title_font)
-        painter.setFont(title_font)
-        painter.setPen(colors.text)
-        title_rect = QRect(inner.x(), inner.y(), inner.width(), title_fm.height())
-        painter.drawText(
-            title_rect,
-            int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
-            title_fm.elidedText(summary.title or "New chat", Qt.TextElideMode.ElideRight, inner.width()),
-        )
-        small_fm = QFontMetrics(small_font)
-        painter.setFont(small_font)
-        line = QRect(inner.x(), title_rect.bottom() + 3, inner.width(), small_fm.height())
-        busy = self._owner.busy_text(summary.id)
-        if busy is not None:
-            radius = 3.0
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(colors.accent)
-            painter.drawEllipse(QRectF(line.x(), line.center().y() - radius + 1, 2 * radius, 2 * radius))
-            painter.setPen(colors.accent)
-            text_rect = line.adjusted(int(2 * radius + 6), 0, 0, 0)
-            text = small_fm.elidedText(busy or "generating…", Qt.TextElideMode.ElideRight, text_rect.width())
-            painter.drawText(text_rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
-        else:
-            painter.setPen(colors.muted)
-            text = relative_time(summary.updated_at, self._owner.now())
-            if summary.preview and self._owner.search_text():
-                text = f"{text} · {summary.preview}"
-            text = small_fm.elidedText(text, Qt.TextElideMode.ElideRight, line.width())
-            painter.drawText(line, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
-        painter.restore()
-
-    def createEditor(
-        self, parent: QWidget, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
-    ) -> QWidget:
-        editor = QLineEdit(parent)
-        editor.setFrame(True)
-        return editor
-
-    def setEditorData(self, editor: QWidget, index: QModelIndex | QPersistentModelIndex) -> None:
-        assert isinstance(editor, QLineEdit)
-        summary: ConversationSummary = index.data(SUMMARY_ROLE)
-        editor.setText(summary.title)
-        editor.selectAll()
-
-    def setModelData(
-        self, editor: QWidget, model: QAbstractItemModel, index: QModelIndex | QPersistentModelIndex
-    ) -> None:
-        assert isinstance(editor, QLineEdit)
-        summary: ConversationSummary = index.data(SUMMARY_ROLE)
-        self._owner.rename(summary.id, editor.text())
-
-    def updateEditorGeometry(
-        self, editor: QWidget, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
-    ) -> None:
-        rect = QRect(option.rect).adjusted(8, 4, -8, -4)
-        editor.setGeometry(rect.x(), rect.y(), rect.width(), min(rect.height(), editor.sizeHint().height()))
 
 
 class _List(QListWidget):
@@ -225,7 +94,7 @@ class ConversationList(QWidget):
 
         self.list = _List()
         self.list.setObjectName("conversationList")
-        self.list.setItemDelegate(_Delegate(self))
+        self.list.setItemDelegate(ConversationDelegate(self, self))
         self.list.setFrameShape(QFrame.Shape.NoFrame)
         self.list.setMouseTracking(True)
         self.list.setUniformItemSizes(True)

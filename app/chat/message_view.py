@@ -10,7 +10,10 @@ conversations stay smooth. The widget holds the events and the glue; the parts a
 - ``message_documents``: Markdown rendered once per text, documents for recent rows;
 - ``streaming_render``: a streaming reply in pieces (an open code block too), only its
   growing tail re-rendered;
-- ``message_painter`` and ``message_hits``: drawing a row, and what is under the mouse.
+- ``message_painter`` and ``message_hits``: drawing a row, and what is under the mouse;
+- ``message_view_paint``, ``message_view_mouse``, ``message_view_keys`` and
+  ``message_view_actions``: the view's painting, mouse, keyboard and actions, mixed into
+  the class here, which holds the content, the scrolling and the layout of rows.
 
 Every message shows its actions (Copy, Edit or Regenerate, Delete) and, when it has
 versions, a ``‹ 2/3 ›`` switcher, without hovering; a reply is headed by the model that
@@ -30,52 +33,35 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
-    QAccessible,
-    QAccessibleEvent,
-    QContextMenuEvent,
-    QDesktopServices,
-    QFocusEvent,
-    QGuiApplication,
-    QKeyEvent,
-    QKeySequence,
-    QMouseEvent,
-    QPainter,
-    QPaintEvent,
     QPalette,
     QResizeEvent,
-    QTextCursor,
     QTextDocument,
 )
-from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QMenu, QToolTip, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QFrame, QWidget
 
 from app.chat.data import MessageAction, MessageData, MessageId, MessageState, QueueWait, ReplyStats, Thought
 from app.chat.focus_stops import (
-    KEYBOARD_FOCUS,
-    THOUGHT,
     FocusStop,
-    all_stops,
-    author,
-    describe,
-    first_visible_stop,
-    row_stops,
-    stop_y,
-    stops_of,
 )
-from app.chat.markdown import MarkdownStyle, code_block_index
-from app.chat.message_documents import MessageDocuments, selection_cursor
-from app.chat.message_hits import Hit, Selection, hit_in_row, position_in_body, tooltip
-from app.chat.message_layout import VERSION_ARROWS, FooterItem, Geometry, MessageLayout, column_x
-from app.chat.message_painter import MessagePainter, RowPaint, ThoughtPaint, square_thumbnail
+from app.chat.markdown import MarkdownStyle
+from app.chat.message_documents import MessageDocuments
+from app.chat.message_hits import Hit, Selection
+from app.chat.message_layout import VERSION_ARROWS, Geometry, MessageLayout, column_x
+from app.chat.message_painter import MessagePainter
 from app.chat.message_rows import MessageRows, PrefillProgress, Row, with_state
+from app.chat.message_view_actions import MessageViewActions
+from app.chat.message_view_keys import MessageViewKeyboard
+from app.chat.message_view_mouse import MessageViewMouse
+from app.chat.message_view_paint import MessageViewPaint
 from app.chat.repaint_region import changed_region
 from app.chat.theme import ChatColors, markdown_style
 from app.chat.undo_bar import UndoBar
 from app.chat.viewport_layout import ViewportLayout
 from engine import Role
 
-__all__ = ["MessageView", "square_thumbnail"]
+__all__ = ["MessageView"]
 
 
 INDICATOR_INTERVAL_MS = 280
@@ -84,7 +70,9 @@ INDICATOR_INTERVAL_MS = 280
 DOTS_REST_WHILE_TEXT_S = 2 * INDICATOR_INTERVAL_MS / 1000
 
 
-class MessageView(QAbstractScrollArea):
+class MessageView(
+    MessageViewActions, MessageViewMouse, MessageViewKeyboard, MessageViewPaint, QAbstractScrollArea
+):
     """All messages of one conversation, newest at the bottom.
 
     Feed it ``MessageData`` values: ``set_messages`` for a whole conversation, then
@@ -323,84 +311,6 @@ class MessageView(QAbstractScrollArea):
         self._placeholder = text
         self.viewport().update()
 
-    # -- public: actions and text (also what the mouse does) --------------------------
-
-    def available_actions(self, message_id: MessageId) -> tuple[MessageAction, ...]:
-        i = self._rows.find(message_id)
-        return () if i is None else self._rows.actions(i)
-
-    def trigger_action(self, message_id: MessageId, action: MessageAction) -> None:
-        if action not in self.available_actions(message_id):
-            return
-        if action is MessageAction.COPY:
-            self._copy(self.message(message_id).text)  # type: ignore[union-attr]
-        elif action is MessageAction.EDIT:
-            self.edit_requested.emit(message_id)
-        elif action is MessageAction.REGENERATE:
-            self.regenerate_requested.emit(message_id)
-        elif action is MessageAction.CONTINUE:
-            self.continue_requested.emit(message_id)
-        elif action is MessageAction.DELETE:
-            self.delete_requested.emit(message_id)
-        elif action is MessageAction.PREVIOUS_VERSION:
-            self.version_requested.emit(message_id, -1)
-        elif action is MessageAction.NEXT_VERSION:
-            self.version_requested.emit(message_id, 1)
-        elif action is MessageAction.MORE_PARALLEL:
-            self.more_parallel_requested.emit(message_id)
-
-    def version_text(self, message_id: MessageId) -> str:
-        """What the version switcher under a message says (``2/3``; "" without one)."""
-        row = self._rows.get(message_id)
-        return "" if row is None else MessageRows.version_text(row)
-
-    def author(self, message_id: MessageId) -> str:
-        """Who the header of a message names: "You", or the model that wrote a reply."""
-        row = self._rows.get(message_id)
-        return "" if row is None else author(row.data)
-
-    def code_blocks(self, message_id: MessageId) -> tuple[str, ...]:
-        self._apply_pending()
-        row = self._rows.get(message_id)
-        return () if row is None else self._documents.code_blocks(row.data)
-
-    def copy_code_block(self, message_id: MessageId, index: int) -> bool:
-        blocks = self.code_blocks(message_id)
-        if not 0 <= index < len(blocks):
-            return False
-        self._copy(blocks[index])
-        return True
-
-    def activate_anchor(self, message_id: MessageId, href: str) -> None:
-        """What clicking a link in a message does: ``copy:<n>`` copies code block n; a web
-        link is announced and opened in the browser; anything else is only announced."""
-        index = code_block_index(href)
-        if index is not None:
-            self.copy_code_block(message_id, index)
-            return
-        self.link_activated.emit(href)
-        url = QUrl(href)
-        if url.scheme() in ("http", "https"):
-            QDesktopServices.openUrl(url)
-
-    def selected_text(self) -> str:
-        sel = self._selection
-        row = None if sel is None or sel.empty else self._rows.get(sel.row_id)
-        if sel is None or row is None:
-            return ""
-        cursor = selection_cursor(self._document(row), sel.anchor, sel.position)
-        # QTextCursor uses U+2029 between paragraphs.
-        return cursor.selectedText().replace("\u2029", "\n").replace("\u2028", "\n")
-
-    def status_text(self, message_id: MessageId) -> str:
-        """The line under a message that says what is happening to it ("" for none)."""
-        row = self._rows.get(message_id)
-        return "" if row is None else self._rows.status(row)[0]
-
-    def stats_text(self, message_id: MessageId) -> str:
-        row = self._rows.get(message_id)
-        return "" if row is None else MessageRows.stats_line(row)
-
     # -- public: scrolling ----------------------------------------------------------
 
     def scroll_to_bottom(self) -> None:
@@ -544,388 +454,6 @@ class MessageView(QAbstractScrollArea):
     def _update_row(self, i: int) -> None:
         top = self._rows.top(i) - self.verticalScrollBar().value()
         self.viewport().update(QRect(0, top, self.viewport().width(), self._rows[i].height))
-
-    # -- painting -------------------------------------------------------------------
-
-    def _footer(self, i: int) -> list[FooterItem]:
-        row = self._rows[i]
-        if row.geom is None:
-            return []
-        return self._layout.footer_items(
-            row.geom, self._rows.actions(i), row.data.role is Role.USER, MessageRows.version_text(row)
-        )
-
-    def paintEvent(self, event: QPaintEvent) -> None:
-        self._rows_moved = False
-        self._paint(event)
-
-    def _paint(self, event: QPaintEvent) -> None:
-        painter = QPainter(self.viewport())
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        if not self._rows:
-            painter.setPen(self._painter.colors.muted)
-            painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, self._placeholder)
-            self._paint_focus_ring(painter)
-            return
-        value = self.verticalScrollBar().value()
-        clip = event.rect()
-        first = self._rows.row_at_y(value + clip.top())
-        last = self._rows.row_at_y(value + clip.bottom())
-        x0 = self._column_x()
-        width = self._column_width()
-        late = False
-        for i in range(first, last + 1):
-            row = self._rows[i]
-            if not row.is_exact(width):
-                # Not measured yet (only when a paint beats the layout): draw at the
-                # estimated place now, settled on the next turn.
-                self._measure(row, keep=True)
-                late = True
-            origin = QPoint(x0, self._rows.top(i) - value)
-            self._painter.paint_row(painter, row, origin, clip, self._row_paint(i))
-        self._paint_focus_ring(painter)
-        painter.end()
-        if late:
-            self._scroll.settle_later()
-
-    def _paint_focus_ring(self, painter: QPainter) -> None:
-        """The keyboard came to the view: a ring round its edge, as a text box shows it
-        (while it shows, the view is not scrolled by moving pixels, which would move it)."""
-        if self._ring and self.hasFocus():
-            self._painter.paint_focus_ring(painter, self.viewport().rect())
-
-    def _row_paint(self, i: int) -> RowPaint:
-        row = self._rows[i]
-        data = row.data
-        progress = self._rows.progress.get(data.id)
-        sel = self._selection
-        hover = self._hover_action
-        return RowPaint(
-            name=author(data),
-            documents=self._body_documents(row),
-            status=self._rows.status(row),
-            progress=None if progress is None else progress.fraction,
-            stats=MessageRows.stats_line(row),
-            footer=self._footer(i),
-            hovered=hover[1] if hover is not None and hover[0] == i else None,
-            focused=self._focused_action(data.id),
-            selection=(sel.anchor, sel.position) if sel and sel.row_id == data.id and not sel.empty else None,
-            tick=self._tick,
-            thought=self._thought_paint(i),
-        )
-
-    def _focused_action(self, message_id: MessageId) -> MessageAction | None:
-        focus = self._focus
-        if focus is None or focus[0] != message_id or not self.hasFocus():
-            return None
-        return focus[1] if isinstance(focus[1], MessageAction) else None
-
-    def _thought_paint(self, i: int) -> ThoughtPaint | None:
-        data = self._rows[i].data
-        if data.thought is None:
-            return None
-        return ThoughtPaint(
-            summary=data.thought.summary(),
-            document=self._documents.thought(data) if self.thought_open(data.id) else None,
-            hovered=self._hover_thought == i,
-            focused=self._focus == (data.id, THOUGHT) and self.hasFocus(),
-        )
-
-    # -- mouse, keyboard, menus -----------------------------------------------------
-
-    def _hit(self, pos: QPoint) -> Hit | None:
-        y = pos.y() + self.verticalScrollBar().value()
-        if not self._rows or y >= self._rows.total_height():
-            return None
-        i = self._rows.row_at_y(y)
-        row = self._rows[i]
-        if row.geom is None:
-            return Hit(i, "row")
-        local = self._in_row(i, pos)
-        # No selection in a reply that is still changing under the mouse.
-        selectable = self._documents.streaming(row.data.id) is None
-        return hit_in_row(i, row.geom, local, self._footer(i), self._body_documents(row), selectable)
-
-    def _position_in(self, i: int, pos: QPoint) -> int:
-        """Character position under ``pos`` in row i's document, clamped to its ends."""
-        row = self._rows[i]
-        if row.geom is None:
-            return 0
-        return position_in_body(self._document(row), row.geom, self._in_row(i, pos))
-
-    def _in_row(self, i: int, pos: QPoint) -> QPoint:
-        """A viewport point relative to row i's top-left."""
-        return pos + QPoint(-self._column_x(), self.verticalScrollBar().value() - self._rows.top(i))
-
-    def mousePressEvent(self, event: QMouseEvent) -> None:
-        hit = self._hit(event.position().toPoint())
-        self._pressed = hit
-        if event.button() == Qt.MouseButton.LeftButton:
-            if self._selection is not None:
-                self._selection = None
-                self.viewport().update()
-            if hit is not None and hit.kind in ("body", "anchor") and hit.position >= 0:
-                self._selection = Selection(self._rows[hit.row].data.id, hit.position, hit.position)
-                self._selecting = True
-        event.accept()
-
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:
-        pos = event.position().toPoint()
-        if self._selecting and self._selection is not None:
-            i = self._rows.find(self._selection.row_id)
-            if i is not None:
-                self._selection.position = self._position_in(i, pos)
-                self._update_row(i)
-            return
-        hit = self._hit(pos)
-        row = -1 if hit is None else hit.row
-        action = (hit.row, hit.action) if hit is not None and hit.action is not None else None
-        thought = hit.row if hit is not None and hit.kind == "thought" else -1
-        if row != self._hover_row or action != self._hover_action or thought != self._hover_thought:
-            for old in {self._hover_row, row}:
-                if 0 <= old < len(self._rows):
-                    self._update_row(old)
-            self._hover_row = row
-            self._hover_action = action
-            self._hover_thought = thought
-        if hit is not None and hit.kind in ("action", "anchor", "thumb", "thought"):
-            self.viewport().setCursor(Qt.CursorShape.PointingHandCursor)
-        elif hit is not None and hit.kind == "body":
-            self.viewport().setCursor(Qt.CursorShape.IBeamCursor)
-        else:
-            self.viewport().unsetCursor()
-
-    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
-        self._selecting = False
-        pressed, self._pressed = self._pressed, None
-        if event.button() != Qt.MouseButton.LeftButton or pressed is None:
-            return
-        sel = self._selection
-        if sel is not None and not sel.empty:
-            return  # a drag selected text: not a click
-        self._selection = None
-        hit = self._hit(event.position().toPoint())
-        if hit is None or hit.row != pressed.row or hit.kind != pressed.kind:
-            return
-        message_id = self._rows[hit.row].data.id
-        if hit.kind == "action" and hit.action is pressed.action and hit.action is not None:
-            self.trigger_action(message_id, hit.action)
-        elif hit.kind == "thought":
-            self._focus = (message_id, THOUGHT)
-            self.toggle_thought(message_id)
-        elif hit.kind == "anchor" and hit.anchor == pressed.anchor:
-            self.activate_anchor(message_id, hit.anchor)
-        elif hit.kind == "thumb" and hit.thumb == pressed.thumb:
-            self.image_activated.emit(message_id, hit.thumb)
-
-    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
-        hit = self._hit(event.position().toPoint())
-        if hit is None or hit.kind != "body":
-            return
-        row = self._rows[hit.row]
-        cursor = QTextCursor(self._document(row))
-        cursor.setPosition(hit.position)
-        cursor.select(QTextCursor.SelectionType.WordUnderCursor)
-        self._selection = Selection(row.data.id, cursor.anchor(), cursor.position())
-        self._update_row(hit.row)
-
-    def leaveEvent(self, event: QEvent) -> None:
-        self._hover_thought = -1
-        if self._hover_row >= 0:
-            old, self._hover_row, self._hover_action = self._hover_row, -1, None
-            if old < len(self._rows):
-                self._update_row(old)
-        super().leaveEvent(event)
-
-    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
-        hit = self._hit(event.pos())
-        if hit is None:
-            return
-        message_id = self._rows[hit.row].data.id
-        menu = QMenu(self)
-        selected = self.selected_text()
-        if selected:
-            menu.addAction("Copy selection", lambda: self._copy(selected))
-        if hit.kind == "anchor":
-            index = code_block_index(hit.anchor)
-            if index is not None:
-                menu.addAction("Copy code", lambda: self.copy_code_block(message_id, index))
-            else:
-                href = hit.anchor
-                menu.addAction("Copy link address", lambda: self._copy(href))
-        thought = self._rows[hit.row].data.thought
-        if thought is not None:
-            shown = self.thought_open(message_id)
-            label = "Hide thinking" if shown else "Show thinking"
-            menu.addAction(label, lambda: self.toggle_thought(message_id))
-            if thought.text:
-                menu.addAction("Copy thinking", lambda: self._copy(thought.text))
-        names = {MessageAction.COPY: "Copy message"}
-        for action in self._rows.actions(hit.row):
-            label = names.get(action, action.value)
-            menu.addAction(label, lambda a=action: self.trigger_action(message_id, a))
-        if not menu.isEmpty():
-            menu.exec(event.globalPos())
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        self._show_ring(True)
-        if event.matches(QKeySequence.StandardKey.Copy) and self.selected_text():
-            self._copy(self.selected_text())
-            return
-        activate = (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space)
-        plain = event.modifiers() in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.KeypadModifier)
-        if event.key() in activate and plain and self._activate_focused():
-            return
-        arrows = {Qt.Key.Key_Left: False, Qt.Key.Key_Right: True}
-        if event.key() in arrows and plain:
-            self._step(arrows[Qt.Key(event.key())])  # within the view: it does not leave it
-            return
-        bar = self.verticalScrollBar()
-        if event.key() == Qt.Key.Key_Home:
-            self._scroll.follow = False
-            bar.setValue(0)
-            return
-        if event.key() == Qt.Key.Key_End:
-            self.scroll_to_bottom()
-            return
-        super().keyPressEvent(event)
-
-    # Tab walks what a message offers — its thinking header, its ‹ › version arrows and
-    # its actions (Copy, Edit, Regenerate, Continue, Delete), message after message from
-    # the first one on screen — and Enter or Space does what a click would; after the last
-    # (or before the first) Tab leaves the view as it would have. Replies are painted, not
-    # widgets, so the view keeps this focus itself and draws it.
-
-    def focused_item(self) -> FocusStop | None:
-        """Where the keyboard is inside the view: (message id, the action or THOUGHT)."""
-        return self._focus
-
-    def focus_item(self, message_id: MessageId, kind: MessageAction | str) -> bool:
-        """Put the keyboard on one thing a message offers (as Tab would); False if it
-        offers no such thing now."""
-        stop = (message_id, kind)
-        if stop not in row_stops(self._rows, message_id):
-            return False
-        self._focus_on(stop)
-        return True
-
-    def focusNextPrevChild(self, next: bool) -> bool:
-        if self._step(next):
-            return True
-        self._focus_on(None)
-        return super().focusNextPrevChild(next)
-
-    def _step(self, forward: bool) -> bool:
-        """The keyboard to the next (previous) stop; False past the last (first)."""
-        stops = all_stops(self._rows)
-        self._show_ring(True)
-        if not stops:
-            return False
-        current = self._focus
-        if current in stops:
-            k = stops.index(current) + (1 if forward else -1)
-        else:
-            k = self._first_visible_stop(stops, forward)
-        if 0 <= k < len(stops):
-            self._focus_on(stops[k])
-            return True
-        return False
-
-    def _first_visible_stop(self, stops: list[FocusStop], forward: bool) -> int:
-        value = self.verticalScrollBar().value()
-        return first_visible_stop(self._rows, stops, forward, value, value + self.viewport().height())
-
-    def _focus_on(self, stop: FocusStop | None) -> None:
-        old, self._focus = self._focus, stop
-        for changed in {old and old[0], stop and stop[0]} - {None}:
-            i = self._rows.find(changed)
-            if i is not None:
-                self._update_row(i)
-        self._announce(stop)
-        if stop is None or self._rows.find(stop[0]) is None:
-            return
-        y = stop_y(self._rows, stop)
-        bar = self.verticalScrollBar()
-        line = self._layout.small_fm.height() + 6
-        if not (bar.value() <= y and y + line <= bar.value() + self.viewport().height()):
-            self._scroll.follow = False
-            self._scroll.set_scroll(max(0, y - max(24, self.viewport().height() // 3)))
-            self._scroll.measure_visible()
-
-    def _announce(self, stop: FocusStop | None) -> None:
-        data = None if stop is None else self.message(stop[0])
-        self.setAccessibleDescription(describe(stop, data, self.thought_open, self.version_text))
-        if QAccessible.isActive():
-            QAccessible.updateAccessibility(QAccessibleEvent(self, QAccessible.Event.DescriptionChanged))
-
-    def _activate_focused(self) -> bool:
-        """Enter or Space on the stop the keyboard is on: what a click on it does."""
-        stop = self._focus
-        if stop is None or stop not in row_stops(self._rows, stop[0]):
-            return False
-        message_id, kind = stop
-        if kind == THOUGHT:
-            self.toggle_thought(message_id)
-        else:
-            assert isinstance(kind, MessageAction)
-            self.trigger_action(message_id, kind)
-        return True
-
-    def _keep_focus_after_replace(self, index: int, kind: MessageAction | str) -> None:
-        """The ‹ › arrows show another version in place of the row the keyboard was on:
-        the keyboard stays on the same arrow of the version now shown (Enter steps on)."""
-        if index < len(self._rows):
-            message_id = self._rows[index].data.id
-            for candidate in (kind, *VERSION_ARROWS):
-                if (message_id, candidate) in stops_of(self._rows, index):
-                    self._focus_on((message_id, candidate))
-                    return
-        self._focus_on(None)
-
-    def has_focus_ring(self) -> bool:
-        """Whether the view shows that the keyboard is on it."""
-        return self._ring and self.hasFocus()
-
-    def _show_ring(self, shown: bool) -> None:
-        if shown != self._ring:
-            self._ring = shown
-            self.viewport().update()
-
-    def focusInEvent(self, event: QFocusEvent) -> None:
-        super().focusInEvent(event)
-        reason = event.reason()
-        if reason in KEYBOARD_FOCUS:
-            self._show_ring(True)
-        stops = all_stops(self._rows)
-        if stops and reason in (Qt.FocusReason.TabFocusReason, Qt.FocusReason.BacktabFocusReason):
-            forward = reason is Qt.FocusReason.TabFocusReason
-            self._focus_on(stops[self._first_visible_stop(stops, forward)])
-
-    def focusOutEvent(self, event: QFocusEvent) -> None:
-        super().focusOutEvent(event)
-        if event.reason() is not Qt.FocusReason.PopupFocusReason:  # the context menu keeps it
-            self._show_ring(False)
-            self._focus_on(None)
-
-    def viewportEvent(self, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.ToolTip:
-            hit = self._hit(event.pos())  # type: ignore[attr-defined]
-            tip = "" if hit is None else tooltip(hit, self._rows[hit.row].data)
-            if hit is not None and hit.kind == "thought":
-                shown = self.thought_open(self._rows[hit.row].data.id)
-                tip = "Hide the thinking" if shown else "Show the thinking"
-            if tip:
-                QToolTip.showText(event.globalPos(), tip, self.viewport())  # type: ignore[attr-defined]
-            else:
-                QToolTip.hideText()
-            return True
-        return super().viewportEvent(event)
-
-    def _copy(self, text: str) -> None:
-        QGuiApplication.clipboard().setText(text)
-        self.copied.emit(text)
-        if self.isVisible():
-            QToolTip.showText(self.cursor().pos(), "Copied", self, QRect(), 1200)
 
     # -- Qt plumbing ----------------------------------------------------------------
 

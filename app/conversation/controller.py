@@ -36,7 +36,7 @@ from app.chat import (
     SamplingPanel,
     SamplingSettings,
 )
-from app.chat.composer import IMAGES_NOT_SENT, NO_MODEL_FOR_PICTURES, TEXT_ONLY_MODEL
+from app.chat.composer_pictures import IMAGES_NOT_SENT, NO_MODEL_FOR_PICTURES, TEXT_ONLY_MODEL
 from app.chat.lru import LruCache
 from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.conversation.presentation import view_message

@@ -5,12 +5,15 @@ NVML are quick and need no native llama.cpp handle); engine statistics are *requ
 from the executor (``request_stats()`` queues a command answered between two batches)
 and the answer comes back through a queued Qt signal. Nothing blocks on a future, and at
 most one request is outstanding, so a long batch cannot pile commands onto the executor.
+
+The sections are their own modules, mixed into the view: ``engine_cards``, ``system_cards``
+and ``gpu_cards`` (each builds its cards and follows what they show); ``cards`` lays them
+out, ``status_line`` says what the line atop the view says.
 """
 
 from __future__ import annotations
 
 import contextlib
-import html
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +26,6 @@ from PySide6.QtCore import QSize, Qt, QTimer, Signal, SignalInstance
 from PySide6.QtGui import QHideEvent, QResizeEvent, QShowEvent
 from PySide6.QtWidgets import (
     QFileDialog,
-    QGridLayout,
     QLabel,
     QScrollArea,
     QTabWidget,
@@ -32,32 +34,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.dashboard import metrics as m
+from app.dashboard.engine_cards import EngineCards
 from app.dashboard.export import ExportResult, export_session
-from app.dashboard.hardware_view import NOTE_STYLE, HardwareView
-from app.dashboard.kv_panel import KvPanel, OwnerNames, names_from
+from app.dashboard.gpu_cards import GpuCards
+from app.dashboard.hardware_view import HardwareView
+from app.dashboard.kv_panel import OwnerNames, names_from
 from app.dashboard.metrics import MetricsHistory
 from app.dashboard.plots import (
-    MessageCard,
     PlotCard,
-    Series,
-    byte_fmt,
-    color_for,
-    fmt_celsius,
-    fmt_count,
-    fmt_percent,
-    fmt_rate,
-    fmt_watts,
 )
+from app.dashboard.status_line import status_text
+from app.dashboard.system_cards import SystemCards
 from app.widgets.workers_panel import WorkersPanel
 from engine import (
-    DeviceType,
     EngineStats,
     HardwareSnapshot,
     LoadPlan,
     ReportedMemory,
     TelemetrySample,
-    format_count,
 )
 
 log = logging.getLogger("hearth.dashboard")
@@ -88,104 +82,7 @@ class StatsSource(Protocol):
     def request_stats(self) -> Future[EngineStats]: ...
 
 
-class _CardGrid(QWidget):
-    """Cards in rows of ``columns``; a wide card takes a row of its own. Hidden cards leave no hole."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.grid = QGridLayout(self)
-        self.grid.setContentsMargins(0, 0, 0, 0)
-        self.grid.setSpacing(8)
-        self._cards: list[tuple[QWidget, bool]] = []
-        self.hidden: set[QWidget] = set()
-        self._columns = 2
-
-    def add(self, card: QWidget, wide: bool = False, visible: bool = True) -> None:
-        card.setParent(self)  # a child even while hidden: showing it later must not make a window
-        self._cards.append((card, wide))
-        if not visible:
-            self.hidden.add(card)
-        self.reflow()
-
-    def set_card_visible(self, card: QWidget, visible: bool) -> None:
-        if visible == (card not in self.hidden):
-            return
-        if visible:
-            self.hidden.discard(card)
-        else:
-            self.hidden.add(card)
-        self.reflow()
-
-    def shows(self, card: QWidget) -> bool:
-        return any(c is card for c, _ in self._cards) and card not in self.hidden
-
-    def set_columns(self, columns: int) -> None:
-        if columns != self._columns:
-            self._columns = columns
-            self.reflow()
-
-    def reflow(self) -> None:
-        for card, _ in self._cards:
-            self.grid.removeWidget(card)
-        for c in range(self.grid.columnCount()):
-            self.grid.setColumnStretch(c, 0)
-        row = col = 0
-        for card, wide in self._cards:
-            card.setVisible(card not in self.hidden)
-            if card in self.hidden:
-                continue
-            if wide:
-                if col:
-                    row, col = row + 1, 0
-                self.grid.addWidget(card, row, 0, 1, self._columns)
-                row += 1
-                continue
-            self.grid.addWidget(card, row, col)
-            col += 1
-            if col == self._columns:
-                row, col = row + 1, 0
-        for c in range(self._columns):
-            self.grid.setColumnStretch(c, 1)
-
-
-class _Section(QWidget):
-    def __init__(self, title: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.heading = QLabel(title)
-        font = self.heading.font()
-        font.setBold(True)
-        font.setPointSizeF(font.pointSizeF() * 1.15)
-        self.heading.setFont(font)
-        self.note = QLabel()
-        self.note.setWordWrap(True)
-        self.note.setStyleSheet(NOTE_STYLE)
-        self.note.setVisible(False)
-        self.cards = _CardGrid()
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 4)
-        layout.setSpacing(6)
-        layout.addWidget(self.heading)
-        layout.addWidget(self.note)
-        layout.addWidget(self.cards)
-
-
-# Other programs' share of the whole CPU at which the System section says so (and below
-# which it stops): on 2 cores, one program keeping a core busy is 50%.
-OTHERS_NOTE_ON_PERCENT = 25.0
-OTHERS_NOTE_OFF_PERCENT = 15.0
-
-
-def cpu_summary(sample: TelemetrySample) -> str:
-    """"CPU 100% · Hearth 3% · other programs 97%" (just "CPU 40%" from a source that
-    cannot tell Hearth apart)."""
-    text = f"CPU {sample.cpu_percent:.0f}%"
-    hearth, others = sample.hearth_cpu_percent, sample.others_cpu_percent
-    if hearth is None or others is None:
-        return text
-    return f"{text} · Hearth {hearth:.0f}% · other programs {others:.0f}%"
-
-
-class DashboardView(QWidget):
+class DashboardView(EngineCards, SystemCards, GpuCards, QWidget):
     """Live dashboard: engine throughput and KV cache, CPU/RAM, GPUs, hardware, export.
 
     ``telemetry``: an object with ``sample() -> TelemetrySample`` (default: a new
@@ -261,80 +158,11 @@ class DashboardView(QWidget):
         self.export_button.setToolTip("Save this session's metrics (CSV) and the plots (PNG) to a folder")
         self.export_button.clicked.connect(lambda: self.export())
 
-        # Engine
-        self.throughput_card = PlotCard("Throughput", eng, window_s=w, unit="tokens/s", y_floor=10)
-        self.throughput_card.add_series(Series(m.DECODE_TPS, "Decode", color_for(0), fmt_rate))
-        self.throughput_card.add_series(Series(m.PREFILL_TPS, "Prefill", color_for(1), fmt_rate))
-        self.requests_card = PlotCard("Requests", eng, window_s=w, y_floor=4)
-        self.requests_card.add_series(Series(m.ACTIVE, "Active", color_for(2), fmt_count))
-        self.requests_card.add_series(Series(m.QUEUED, "Queued", color_for(3), fmt_count))
-        self.kv_panel = KvPanel()
-        self.kv_plot_card = PlotCard("KV cells per sequence", eng, window_s=w, y_floor=16)
-        self.batch_card = PlotCard("Batch fill", eng, window_s=w, unit="%", y_max=100)
-        self.batch_card.add_series(
-            Series(m.BATCH_FILL, "Sequences per batch", color_for(4), fmt_percent, fill=True)
-        )
-        self.batch_card.setToolTip(
-            "How many of the sequences the model decodes in parallel were in each batch, on "
-            "average over the last two seconds: two replies streaming on four sequences read 50%."
-        )
-        self.prefix_rate_card = PlotCard("Prefix-cache hit rate", eng, window_s=w, unit="%", y_max=100)
-        self.prefix_rate_card.add_series(
-            Series(m.PREFIX_HIT_RATE, "Requests that reused a cached prefix", color_for(5), fmt_percent)
-        )
-        self.reused_card = PlotCard("Prompt tokens reused", eng, window_s=w, unit="tokens", y_floor=10)
-        self.reused_card.add_series(
-            Series(m.TOKENS_REUSED, "Read from cache this session", color_for(6), fmt_count, fill=True)
-        )
-        self.speculation_card = PlotCard("Speculation acceptance", eng, window_s=w, unit="%", y_max=100)
-        self.speculation_card.add_series(
-            Series(m.ACCEPTANCE_RATE, "Drafted tokens accepted", color_for(7), fmt_percent)
-        )
-
-        # System
-        self.cpu_card = PlotCard("CPU", tel, window_s=w, unit="%", y_max=100)
-        self.cpu_card.add_series(Series(m.CPU_PERCENT, "All cores", color_for(0), fmt_percent, fill=True))
-        self.cpu_card.add_series(Series(m.HEARTH_CPU_PERCENT, "Hearth", color_for(1), fmt_percent))
-        self.cpu_card.add_series(
-            Series(m.OTHERS_CPU_PERCENT, "Other programs", color_for(3), fmt_percent, dashed=True)
-        )
-        self.cpu_card.setToolTip(
-            "The whole CPU, and who uses it: Hearth (this window, its models and server) and "
-            "every other program together."
-        )
-        self._others_noted = False
-        self.memory_card = PlotCard("Memory", tel, window_s=w, byte_values=True)
-        self.memory_card.add_series(Series(m.RAM_USED, "Used", color_for(0), byte_fmt, fill=True))
-        self.memory_card.add_series(Series(m.RAM_TOTAL, "Total", color_for(9), byte_fmt, dashed=True))
-        self.process_card = PlotCard("Hearth's memory", tel, window_s=w, byte_values=True)
-        self.process_card.add_series(
-            Series(m.PROCESS_RSS, "Resident (RSS)", color_for(1), byte_fmt, fill=True)
-        )
-
-        # GPU
-        self.gpu_message = MessageCard("NVIDIA GPU")
-        self.gpu_util_card = PlotCard("GPU utilisation", tel, window_s=w, unit="%", y_max=100)
-        self.gpu_vram_card = PlotCard("VRAM", tel, window_s=w, byte_values=True)
-        self.gpu_temp_card = PlotCard("GPU temperature", tel, window_s=w, unit="°C", y_floor=50)
-        self.gpu_power_card = PlotCard("GPU power", tel, window_s=w, unit="W", y_floor=50)
-        self.gpu_cards = (self.gpu_util_card, self.gpu_vram_card, self.gpu_temp_card, self.gpu_power_card)
-
-        self.engine_section = _Section("Engine")
-        for card in (self.throughput_card, self.requests_card, self.kv_panel, self.kv_plot_card):
-            self.engine_section.cards.add(card)
-        for card in (self.batch_card, self.prefix_rate_card, self.reused_card):
-            self.engine_section.cards.add(card)
-        # Hidden until a draft shows up: most loads have none.
-        self.engine_section.cards.add(self.speculation_card, visible=False)
-        self.system_section = _Section("System")
-        for card in (self.cpu_card, self.memory_card, self.process_card):
-            self.system_section.cards.add(card)
+        self._build_engine(eng, w)
+        self._build_system(tel, w)
+        self._build_gpu(tel, w)
         self.workers_panel = WorkersPanel(can_add=False)  # RPC workers: devices, memory, reachability, RTT
         self.workers_panel.setVisible(False)
-        self.gpu_section = _Section("GPU")
-        self.gpu_section.cards.add(self.gpu_message, wide=True)
-        for card in self.gpu_cards:
-            self.gpu_section.cards.add(card)
 
         self.live_content = QWidget()
         live_layout = QVBoxLayout(self.live_content)
@@ -546,22 +374,6 @@ class DashboardView(QWidget):
             self._update_gpu_panel()
         self._note_other_programs(sample)
 
-    def _note_other_programs(self, sample: TelemetrySample) -> None:
-        """Say so while other programs keep the CPU busy: it is why replies are slow then.
-        Hysteresis, so a load near the line does not blink the note on and off."""
-        others = sample.others_cpu_percent
-        if others is None:
-            return
-        threshold = OTHERS_NOTE_OFF_PERCENT if self._others_noted else OTHERS_NOTE_ON_PERCENT
-        noted = others >= threshold
-        if noted:
-            text = cpu_summary(sample) + ": other programs are using the CPU, so replies are slower."
-            if text != self.system_section.note.text():
-                self.system_section.note.setText(text)
-        if noted != self._others_noted:
-            self._others_noted = noted
-            self.system_section.note.setVisible(noted)
-
     def poll_stats(self) -> None:
         """Ask the model for stats unless a request is still out (answered by the executor)."""
         model = self._model
@@ -604,19 +416,7 @@ class DashboardView(QWidget):
         self.history.add_engine_stats(stats, timestamp)
         self._busy = stats.active_requests > 0 or stats.queue_depth > 0
         self._apply_interval()
-        self.kv_panel.set_stats(stats)
-        layout = (len(stats.sequences), stats.n_ctx_per_sequence)
-        if layout != self._kv_layout:
-            self._kv_layout = layout
-            self.kv_plot_card.set_series(
-                [
-                    Series(m.kv_sequence_column(s.sequence_id), f"#{s.sequence_id}", color_for(s.sequence_id))
-                    for s in stats.sequences
-                ]
-            )
-            self.kv_plot_card.set_y_max(float(stats.n_ctx_per_sequence))
-        if self.history.speculation_seen:
-            self.engine_section.cards.set_card_visible(self.speculation_card, True)
+        self._show_engine_stats(stats)
         self._update_status()
         self.stats_received.emit(stats)
 
@@ -638,93 +438,8 @@ class DashboardView(QWidget):
         if self.sender() is self._model:
             self.set_model(None)
 
-    # -- panels ------------------------------------------------------------------------------
-
-    def _update_gpu_panel(self) -> None:
-        """Plots per GPU when telemetry sees one, else a card that says why there is none."""
-        indices = self.history.gpu_indices
-        # None until the first sample, so that sample always settles the panel.
-        self._gpu_layout = indices if len(self.history.telemetry) else None
-        snapshot = self._snapshot
-        has_gpus = bool(indices)
-        if not has_gpus:
-            self.gpu_message.set_message(self._no_gpu_message())
-        else:
-            util, vram, temp, power = [], [], [], []
-            for i in indices:
-                color = color_for(i)
-                util.append(Series(m.gpu_column(i, "utilization_percent"), f"GPU {i}", color, fmt_percent))
-                vram.append(
-                    Series(m.gpu_column(i, "vram_used_bytes"), f"GPU {i} used", color, byte_fmt, fill=True)
-                )
-                vram.append(
-                    Series(
-                        m.gpu_column(i, "vram_total_bytes"), f"GPU {i} total", color, byte_fmt, dashed=True
-                    )
-                )
-                temp.append(Series(m.gpu_column(i, "temperature_c"), f"GPU {i}", color, fmt_celsius))
-                power.append(Series(m.gpu_column(i, "power_w"), f"GPU {i}", color, fmt_watts))
-            for card, series in zip(self.gpu_cards, (util, vram, temp, power), strict=True):
-                card.set_series(series)
-        grid = self.gpu_section.cards
-        grid.set_card_visible(self.gpu_message, not has_gpus)
-        for card in self.gpu_cards:
-            grid.set_card_visible(card, has_gpus)
-        # A GPU this llama.cpp build cannot use still shows its plots (they are real), with the reason.
-        note = snapshot.offload_note if snapshot is not None and has_gpus else None
-        self.gpu_section.note.setText(note or "")
-        self.gpu_section.note.setVisible(bool(note))
-
-    def _no_gpu_message(self) -> str:
-        snapshot = self._snapshot
-        expected = bool(snapshot is not None and snapshot.gpus) or getattr(self.telemetry, "gpu_count", 0) > 0
-        if expected and not len(self.history.telemetry):
-            return "Reading the GPUs…"
-        if snapshot is not None and not snapshot.gpus:
-            reason = snapshot.gpu_status
-        else:  # the snapshot saw GPUs but live telemetry cannot read them, or there is no snapshot
-            reason = getattr(self.telemetry, "gpu_status", None) or "No NVIDIA GPU was found"
-        reason = reason.rstrip(".") + "."
-        others = [
-            d.name
-            for d in (snapshot.backend_devices if snapshot is not None else ())
-            if d.type in (DeviceType.GPU, DeviceType.IGPU)
-        ]
-        if others and snapshot is not None and snapshot.gpu_offload_supported:
-            # e.g. a Vulkan or Metal build: llama.cpp offloads, but NVML sees only NVIDIA GPUs.
-            return (
-                f"{reason} llama.cpp can offload to {', '.join(others)}; only NVIDIA GPUs are plotted here."
-            )
-        return f"{reason} Models run on the CPU; the System plots above show their load."
-
     def _update_status(self) -> None:
-        model = self._model
-        if model is None:
-            self.status.setText("No model loaded")
-            return
-        plan = getattr(model, "plan", None)
-        name = plan.model.name if isinstance(plan, LoadPlan) and plan.model.name else "Model"
-        if not getattr(model, "is_ready", True):
-            self.status.setText(f"{name}: loading…")
-            return
-        stats = self.history.latest_stats
-        if stats is None:
-            self.status.setText(f"{name}: waiting for the engine's first statistics…")
-            return
-        parts = [
-            f"<b>{html.escape(name)}</b>",
-            f"{stats.active_requests} active",
-            f"{stats.queue_depth} queued",
-            f"decode {format_count(round(stats.decode_tokens_per_second))} tok/s",
-        ]
-        if stats.n_ctx:
-            parts.append(f"KV {100 * stats.cells_used / stats.n_ctx:.0f}% used")
-        rate = self.history.totals.prefix_hit_rate
-        if rate is not None:
-            parts.append(f"prefix hits {100 * rate:.0f}%")
-        # No-break spaces inside each part: a narrow dock wraps between "decode 32 tok/s"
-        # and the next part, never inside it.
-        text = " · ".join([parts[0], *(p.replace(" ", "\u00a0") for p in parts[1:])])
+        text = status_text(self._model, self.history)
         if text != self.status.text():
             self.status.setText(text)
 

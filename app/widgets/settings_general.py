@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.sampling_panel import SamplingPanel, SamplingSettings
 from app.settings.preferences import Preferences
-from app.widgets.model_panel import ERROR_STYLE
+from app.widgets.styles import ERROR_STYLE
 from engine import EngineError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QFormLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from app.settings.preferences import MAX_THREADS, Preferences
-from app.widgets.model_panel import AUTO_GPU_LAYERS
+from app.widgets.model_controls import AUTO_GPU_LAYERS
 from engine import HardwareSnapshot
 
 AUTO_THREADS = 0  # Preferences' "the planner chooses"

@@ -17,7 +17,7 @@ from app.settings.hub_settings import (
     store_token,
     with_endpoint,
 )
-from app.widgets.model_panel import ERROR_STYLE
+from app.widgets.styles import ERROR_STYLE
 from engine import EngineError
 
 NO_TOKEN = "none (needed for gated models)"

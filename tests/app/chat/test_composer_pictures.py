@@ -12,7 +12,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel
 
 from app.chat import Composer
-from app.chat.composer import IMAGES_NOT_SENT, NO_VISION_MODELS, TEXT_ONLY_MODEL
+from app.chat.composer_pictures import IMAGES_NOT_SENT, NO_VISION_MODELS, TEXT_ONLY_MODEL
 from app.chat.demo import sample_image
 from app.services.model_session import SessionState
 from app.window.main_window import MainWindow

@@ -13,7 +13,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.chat import MessageAction, MessageData, MessageState, MessageView, Thought
-from app.chat.message_view import THOUGHT
+from app.chat.focus_stops import THOUGHT
 from app.conversation.thinking import ReplySplit
 from app.store.history import MIGRATIONS, SCHEMA_VERSION, Store, Thinking
 from app.store.history import MessageState as StoredState

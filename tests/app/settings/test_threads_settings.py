@@ -14,7 +14,8 @@ from app.chat import MessageData, MessageView, ReplyStats
 from app.chat.data import CPU_BUSY_NOTE
 from app.cli.commands import run_cli
 from app.dashboard import metrics as m
-from app.dashboard.view import DashboardView, cpu_summary
+from app.dashboard.system_cards import cpu_summary
+from app.dashboard.view import DashboardView
 from app.platform.paths import AppPaths
 from app.services.model_session import SessionState
 from app.settings.load_settings import request_from_dict, request_to_dict, settings_key

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QPushButton
 
 from app.platform.paths import AppPaths
 from app.widgets.nav_rail import Page
-from app.window.discover_page import RESULT_PAGE_ROWS
+from app.window.discover_results import RESULT_PAGE_ROWS
 from app.window.main_window import MainWindow
 from engine import DownloadState
 from engine.machine.hardware import HardwareSnapshot
@@ -255,7 +255,7 @@ def _fill_fifty_thousand(qtbot, discover: MainWindow, freeze_startup_heap) -> No
 
 
 def test_hub_settings_keep_the_token_in_the_keyring(qtbot, discover: MainWindow, memory_keyring) -> None:
-    from app.window.discover_page import HubSettingsDialog
+    from app.window.hub_dialog import HubSettingsDialog
 
     dialog = HubSettingsDialog(discover.discover)
     qtbot.addWidget(dialog)
@@ -282,7 +282,7 @@ def test_hub_settings_keep_the_token_in_the_keyring(qtbot, discover: MainWindow,
 def test_how_many_downloads_run_at_once_is_a_setting(qtbot, discover: MainWindow) -> None:
     import json
 
-    from app.window.discover_page import HubSettingsDialog
+    from app.window.hub_dialog import HubSettingsDialog
 
     assert discover.discover.manager.max_parallel == 2  # the default
     dialog = HubSettingsDialog(discover.discover)
@@ -301,7 +301,7 @@ def test_how_many_downloads_run_at_once_is_a_setting(qtbot, discover: MainWindow
 
 
 def test_the_result_list_takes_its_rows_a_page_at_a_time(qtbot) -> None:
-    from app.window.discover_page import RepoListModel
+    from app.window.discover_results import RepoListModel
 
     model = RepoListModel(page_rows=100)
     inserted: list[tuple[int, int]] = []
