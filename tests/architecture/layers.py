@@ -43,6 +43,7 @@ KNOWN_WIDGET_IMPORTS: frozenset[tuple[str, str]] = frozenset(
         ("app.widgets.library_panel", "app.services.library"),
         ("app.widgets.library_panel", "app.services.remote_servers"),
         ("app.widgets.model_badge", "app.services.model_session"),
+        ("app.widgets.model_load_status", "app.services.model_session"),
         ("app.widgets.model_panel", "app.services.model_session"),
         ("app.widgets.remote_servers_page", "app.services.remote_servers"),
         ("app.widgets.server_panel", "app.services.local_server"),
