@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STAMP_NAME = "hearth-native-build.json"
 BACKEND_ENV = "HEARTH_BACKEND"
 CPU_ENV = "HEARTH_CPU"  # "native" (default): all safe extensions this CPU has; "portable": AVX2 level

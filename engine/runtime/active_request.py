@@ -22,9 +22,9 @@ from engine.requests.request import (
     TokenLogprob,
     Usage,
 )
-from engine.runtime.speculator import RequestSpeculation
 from engine.runtime.token_sampler import TokenSampler
 from engine.scheduler import SequenceProgress
+from engine.speculation.request_state import RequestSpeculation
 
 # A request's text interval unless it asks for its own; the only throttle between sampling
 # and the screen.

@@ -270,7 +270,7 @@ def test_a_child_whose_parent_died_unloads_and_exits(tiny_model: Path) -> None:
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, str(tiny_model)], cwd=repo, stdout=subprocess.PIPE, text=True
     )

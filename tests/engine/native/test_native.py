@@ -14,7 +14,7 @@ import pytest
 from engine.machine.hardware import DeviceType
 from engine.native import backend as native
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 NEW_FORMAT = (
     "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "

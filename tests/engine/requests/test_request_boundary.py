@@ -15,7 +15,7 @@ from engine.native.llama_log import LogLevel, LogLine, most_specific_error
 from engine.requests.request import ChatRequest
 from tests.conftest import plan_for, rewrite_gguf
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_lone_surrogates_become_replacement_characters():
