@@ -10,7 +10,6 @@ stage → one ``llama_decode`` → apply. Other threads only enqueue commands
 from __future__ import annotations
 
 import collections
-import enum
 import logging
 import threading
 import time
@@ -21,7 +20,6 @@ from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
-from engine.base.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.base.errors import Cancelled, EngineError, ImageRejected, LoadFailed
 from engine.catalog import model_identity
 from engine.chat import TextStream
@@ -40,7 +38,6 @@ from engine.native.backend import require_backend
 from engine.native.batch import NativeBatch
 from engine.native.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.native.model import NativeModel
-from engine.planner import LoadPlan
 from engine.requests.request import (
     ChatRequest,
     Completed,
@@ -60,6 +57,7 @@ from engine.runtime.commands import Cancel, Inbox, Measure, Observe, Submit, Unl
 from engine.runtime.loader import LoadHooks, ModelLoader, load_error
 from engine.runtime.serving_stats import ActiveSlot, BatchRecord, ServingCounters
 from engine.runtime.speculator import Speculator
+from engine.runtime.surface import ExecutorState, LoadOrder
 from engine.scheduler import (
     ZERO_BOUNDARY,
     BatchCommit,
@@ -71,7 +69,6 @@ from engine.scheduler import (
     StagedWork,
     WorkKind,
 )
-from engine.speculation.policy import SpeculationConfig, SpeculationMode
 
 log = logging.getLogger("hearth.executor")
 
@@ -79,22 +76,9 @@ IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-chec
 ABORTED = 2  # llama_decode's return when its abort callback said stop
 
 
-class ExecutorState(enum.Enum):
-    LOADING = "loading"
-    READY = "ready"
-    FAILED = "failed"
-    UNLOADED = "unloaded"
-
-
-def resolve_speculation(plan: LoadPlan, speculation: SpeculationConfig | None) -> SpeculationConfig:
-    """What a load speculates with: as asked, else the plan's draft model, else nothing."""
-    if speculation is None and plan.request.draft is not None:
-        speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=plan.request.draft.path)
-    return speculation or SpeculationConfig()
-
-
 class Executor(QThread):
-    """One per loaded model. Construct, connect signals, ``start()``."""
+    """One per loaded model, in this process (an ``ExecutorLike``). Construct, connect signals,
+    ``start()``."""
 
     phase_started = Signal(object)  # LoadPhase
     phase_progress = Signal(object, float)  # LoadPhase, 0..1
@@ -108,21 +92,15 @@ class Executor(QThread):
     worker_lost = Signal(object)
     lost_worker = False  # likewise: only a model in a child process loses a worker
 
-    def __init__(
-        self,
-        plan: LoadPlan,
-        *,
-        force: bool = False,
-        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
-        speculation: SpeculationConfig | None = None,
-    ) -> None:
+    def __init__(self, order: LoadOrder) -> None:
         super().__init__()
+        plan = order.plan
         self.setObjectName(f"hearth-executor-{plan.model.path.stem}")
         self.plan = plan
         self.model_identity = model_identity(plan.model)  # stamped on every Completion's tokens
-        self.force = force
-        self.queue_capacity = queue_capacity
-        self.speculation = resolve_speculation(plan, speculation)
+        self.force = order.force
+        self.queue_capacity = order.queue_capacity
+        self.speculation = order.resolved_speculation()
         self.state = ExecutorState.LOADING
         self.load_error: EngineError | None = None
         self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
@@ -186,7 +164,7 @@ class Executor(QThread):
             except BaseException:
                 self._inbox.release()
                 raise
-        self._inbox.put(Submit(handle))
+        self._inbox.put(Submit(request, handle))
         return handle
 
     def cancel(self, request_id: int) -> None:
@@ -291,7 +269,10 @@ class Executor(QThread):
         """Apply every queued command; False once unloading was asked for."""
         while (command := self._inbox.get(IDLE_WAIT if block else 0)) is not None:
             block = False
+            # Every command put here was made by this executor's own methods: a Submit has
+            # its handle, an Observe or Measure its future (a child process's come tokened).
             if isinstance(command, Submit):
+                assert command.handle is not None
                 self._waiting.append(Waiting(command.handle, time.perf_counter()))
                 command.handle._publish(Queued(len(self._waiting)))
             elif isinstance(command, Cancel):
@@ -299,11 +280,13 @@ class Executor(QThread):
                     if item.handle.request_id == command.request_id:
                         item.cancelled = True
             elif isinstance(command, Observe):
+                assert command.future is not None
                 if command.future.set_running_or_notify_cancel():
                     command.future.set_result(self._stats())
             elif isinstance(command, Measure):
+                assert command.future is not None
                 if command.future.set_running_or_notify_cancel():
-                    self._measure(command)
+                    self._measure(command.request, command.future)
             elif isinstance(command, Unload):
                 return False
         return True
@@ -598,28 +581,32 @@ class Executor(QThread):
         while self._waiting:
             self._end_waiting(self._waiting.popleft(), error)
         for command in self._inbox.drain():
-            if isinstance(command, Submit):
+            if isinstance(command, Submit) and command.handle is not None:
                 self._inbox.release()
                 command.handle._publish(Failed(error))
-            elif isinstance(command, (Observe, Measure)) and command.future.set_running_or_notify_cancel():
+            elif (
+                isinstance(command, (Observe, Measure))
+                and command.future is not None
+                and command.future.set_running_or_notify_cancel()
+            ):
                 command.future.set_exception(error)
 
-    def _measure(self, command: Measure) -> None:
+    def _measure(self, request: ChatRequest, future: Future) -> None:
         native = self._native
         if native is None:
-            command.future.set_exception(LoadFailed("No model is loaded."))
+            future.set_exception(LoadFailed("No model is loaded."))
             return
         try:
-            layout, _stops, media = native.prompts.build(command.request)
+            layout, _stops, media = native.prompts.build(request)
         except EngineError as exc:
-            command.future.set_exception(exc)
+            future.set_exception(exc)
             return
         except Exception as exc:  # a bug costs this answer, not the engine
             log.exception("could not measure a prompt")
-            command.future.set_exception(EngineError(f"The prompt could not be measured: {exc}"))
+            future.set_exception(EngineError(f"The prompt could not be measured: {exc}"))
             return
         native.prompts.release(media)
-        command.future.set_result(PromptSize(layout.native_positions, self.n_ctx_seq))
+        future.set_result(PromptSize(layout.native_positions, self.n_ctx_seq))
 
     # -- events and stats ------------------------------------------------------------
 

@@ -112,7 +112,7 @@ def test_split_over_two_workers_matches_local_and_the_plan(workers: list[Worker]
     progress: list[tuple[LoadPhase, float]] = []
     # Constructed, connected, then started, as the window does (model_session.py): the
     # phases come from the child process that runs the split model, none is missed.
-    split = LoadedModel(plan)
+    split = Engine.load(plan, start=False)
     direct = Qt.ConnectionType.DirectConnection
     split.phase_started.connect(phases.append, direct)
     split.phase_progress.connect(lambda phase, fraction: progress.append((phase, fraction)), direct)

@@ -493,7 +493,7 @@ def test_batch_fill_and_rates_follow_what_is_decoding(looping: LoadedModel) -> N
 
 
 def test_load_reports_each_phase_in_order(qtbot, tiny_model: Path) -> None:
-    model = LoadedModel(plan_for(tiny_model))
+    model = Engine.load(plan_for(tiny_model), start=False)
     started: list[LoadPhase] = []
     finished: list[tuple[LoadPhase, float]] = []
     model.phase_started.connect(started.append)
@@ -518,7 +518,7 @@ def test_a_failed_load_reports_a_typed_error(tmp_path: Path, tiny_model: Path) -
 
 
 def test_cancelled_load(tiny_model: Path) -> None:
-    model = LoadedModel(plan_for(tiny_model))
+    model = Engine.load(plan_for(tiny_model), start=False)
     model.cancel_load()
     model.start()
     with pytest.raises(Cancelled):

@@ -167,7 +167,7 @@ def test_incompatible_draft_is_refused_before_anything_native(
 ) -> None:
     other = write_tiny_text_model(tmp_path / "other-vocab.gguf", TinyTextSpec(n_extra_words=100))
     plan = plan_for(tiny_model, draft=inspect_model(other))
-    model = LoadedModel(plan)
+    model = Engine.load(plan, start=False)
     started: list[LoadPhase] = []
     model.phase_started.connect(started.append)
     with qtbot.waitSignal(model.load_failed, timeout=TIMEOUT * 1000) as failure:
