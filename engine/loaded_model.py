@@ -21,7 +21,9 @@ from engine.base.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.chat.traits import ChatTraits
 from engine.chat_model import ModelLabel
 from engine.planner import LoadPlan
-from engine.requests.request import ChatRequest, EngineStats, RequestHandle
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
+from engine.requests.stats import EngineStats
 from engine.runtime.executor import Executor
 from engine.runtime.surface import SIGNALS, ExecutorLike, ExecutorState, LoadOrder
 from engine.speculation.policy import SpeculationConfig

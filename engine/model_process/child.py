@@ -34,15 +34,8 @@ from engine.model_process.protocol import (
     ToChild,
     ToParent,
 )
-from engine.requests.request import (
-    Completed,
-    Event,
-    Failed,
-    Prefill,
-    Queued,
-    RequestHandle,
-    Started,
-)
+from engine.requests.events import Completed, Event, Failed, Prefill, Queued, Started
+from engine.requests.handle import RequestHandle
 from engine.rpc import guard
 from engine.runtime.commands import Cancel, Measure, Observe, Submit, Unload
 from engine.runtime.executor import Executor

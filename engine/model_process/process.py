@@ -58,7 +58,10 @@ from engine.model_process.protocol import (
     child_command,
 )
 from engine.native.llama_log import ReportedMemory
-from engine.requests.request import ChatRequest, Completed, EngineStats, Failed, RequestHandle
+from engine.requests.events import Completed, Failed
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
+from engine.requests.stats import EngineStats
 from engine.rpc.workers import CHILD_ENV
 from engine.runtime.commands import Cancel, Measure, Observe, Submit, Unload
 from engine.runtime.surface import ExecutorState, LoadOrder

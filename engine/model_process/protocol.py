@@ -28,7 +28,7 @@ from typing import Any
 from engine.base.errors import EngineError
 from engine.chat.traits import ChatTraits
 from engine.native.llama_log import ReportedMemory
-from engine.requests.request import Event
+from engine.requests.events import Event
 from engine.runtime.commands import Cancel, Measure, Observe, Submit, Unload
 from engine.runtime.surface import LoadOrder
 

@@ -16,7 +16,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from engine.base.errors import Overloaded
-from engine.requests.request import ChatRequest, RequestHandle
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
 
 
 @dataclass(frozen=True)

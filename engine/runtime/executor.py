@@ -38,20 +38,11 @@ from engine.native.backend import require_backend
 from engine.native.batch import NativeBatch
 from engine.native.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.native.model import NativeModel
-from engine.requests.request import (
-    ChatRequest,
-    Completed,
-    Completion,
-    DecodeFailed,
-    EngineStats,
-    Failed,
-    PromptSize,
-    Queued,
-    RequestHandle,
-    StopReason,
-    Timings,
-    Usage,
-)
+from engine.requests.completion import Completion, StopReason, Timings, Usage
+from engine.requests.events import Completed, DecodeFailed, Failed, Queued
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest, PromptSize
+from engine.requests.stats import EngineStats
 from engine.runtime.active_request import ActiveRequest
 from engine.runtime.commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
 from engine.runtime.loader import LoadHooks, ModelLoader, load_error

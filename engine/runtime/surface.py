@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from engine.base.errors import EngineError
     from engine.chat.traits import ChatTraits
     from engine.native.llama_log import ReportedMemory
-    from engine.requests.request import ChatRequest, EngineStats, RequestHandle
+    from engine.requests.handle import RequestHandle
+    from engine.requests.request import ChatRequest
+    from engine.requests.stats import EngineStats
 
 
 class ExecutorState(enum.Enum):

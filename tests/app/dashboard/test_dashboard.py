@@ -24,7 +24,8 @@ from app.dashboard.plots import MIN_LABEL_GAP_PX, SPANS_S, TimeAxis, ago, nice_c
 from app.dashboard.view import BUSY_INTERVAL_MS, BUSY_REDRAW_S, MIN_WIDTH, PREFERRED_WIDTH
 from engine.machine.hardware import GpuInfo, GpuSample, HardwareSnapshot, Telemetry, TelemetrySample
 from engine.native.llama_log import ReportedMemory
-from engine.requests.request import ChatRequest, EngineStats, SequenceStats, SlotState
+from engine.requests.request import ChatRequest
+from engine.requests.stats import EngineStats, SequenceStats, SlotState
 from tests.conftest import SCRIPT, plan_for
 
 GIB = 1024**3

@@ -31,22 +31,9 @@ from engine.chat import ChatMessage
 from engine.model_process.process import ModelProcess
 from engine.model_process.protocol import ChildAnswer, ChildEvent, ChildSignal
 from engine.planner import LoadPhase
-from engine.requests.request import (
-    ChatRequest,
-    Completed,
-    Completion,
-    Failed,
-    Prefill,
-    PromptSize,
-    Queued,
-    Started,
-    StopReason,
-    TextDelta,
-    Timings,
-    TokenLogprob,
-    TopLogprob,
-    Usage,
-)
+from engine.requests.completion import Completion, StopReason, Timings, TokenLogprob, TopLogprob, Usage
+from engine.requests.events import Completed, Failed, Prefill, Queued, Started, TextDelta
+from engine.requests.request import ChatRequest, PromptSize
 from engine.runtime.commands import Measure, Observe, Submit
 from engine.runtime.surface import ExecutorState, LoadOrder
 from engine.sampling.params import GREEDY, SamplingParams

@@ -23,18 +23,10 @@ from engine.base.errors import (
 from engine.chat import ChatMessage
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
-from engine.requests.request import (
-    ChatRequest,
-    Completed,
-    DecodeFailed,
-    Prefill,
-    PromptTooLong,
-    Queued,
-    SlotState,
-    Started,
-    StopReason,
-    TextDelta,
-)
+from engine.requests.completion import StopReason
+from engine.requests.events import Completed, DecodeFailed, Prefill, Queued, Started, TextDelta
+from engine.requests.request import ChatRequest, PromptTooLong
+from engine.requests.stats import SlotState
 from engine.sampling.params import GREEDY, SamplingParams
 from tests.conftest import SCRIPT_TEXT, plan_for
 

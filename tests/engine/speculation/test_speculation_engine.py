@@ -13,7 +13,9 @@ from engine.chat import ChatMessage
 from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
-from engine.requests.request import ChatRequest, StopReason, TextDelta
+from engine.requests.completion import StopReason
+from engine.requests.events import TextDelta
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY, SamplingParams
 from engine.speculation.policy import DraftCostModel, SpeculationConfig, SpeculationMode
 from tests.conftest import plan_for
