@@ -17,12 +17,17 @@ from engine.requests.request import ChatRequest
 
 class RequestHandle(QObject):
     """A submitted request. Signals arrive queued in the thread that owns the handle;
-    ``events()``/``wait()`` serve code without a Qt event loop (CLI, benchmarks)."""
+    ``events()``/``wait()`` serve code without a Qt event loop (CLI, benchmarks).
+
+    Every event is kept for ``events()`` from the first one on, unless the caller said, in
+    the ``connect`` it gave ``submit`` (before any event can arrive), that it reads the
+    signals only (``signals_only()``): the window streams a reply through the signals and
+    would otherwise fill a queue nobody reads. ``wait()`` needs no queue.
+    """
 
     queued = Signal(int)
     prefill = Signal(int, int, int, int, int)  # completed, total, cached, images done, images total
     started = Signal()
-    delta = Signal(str)
     text_delta = Signal(object)  # the TextDelta itself: its text and, when asked for, logprobs
     completed = Signal(object)  # Completion
     failed = Signal(object)  # EngineError
@@ -31,7 +36,7 @@ class RequestHandle(QObject):
         super().__init__()
         self.request = request
         self._canceller = canceller
-        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[Event] | None = queue.SimpleQueue()  # None: signals only
         self._done = threading.Event()
         self.completion: Completion | None = None
         self.error: EngineError | None = None
@@ -58,11 +63,19 @@ class RequestHandle(QObject):
         assert self.completion is not None
         return self.completion
 
+    def signals_only(self) -> None:
+        """Keep no events for ``events()``: this caller reads the signals. Call it in
+        ``submit``'s ``connect``, before the engine can publish the first event."""
+        self._events = None
+
     def events(self, timeout: float | None = None) -> Iterator[Event]:
         """Every event in order, until Completed or Failed."""
+        events = self._events
+        if events is None:
+            raise RuntimeError(f"request {self.request_id} was submitted for its signals only")
         while True:
             try:
-                event = self._events.get(timeout=timeout)
+                event = events.get(timeout=timeout)
             except queue.Empty:
                 raise TimeoutError(f"request {self.request_id}: no event in {timeout} s") from None
             yield event
@@ -77,7 +90,8 @@ class RequestHandle(QObject):
             self.completion = event.completion
         elif isinstance(event, Failed):
             self.error = event.error
-        self._events.put(event)
+        if self._events is not None:
+            self._events.put(event)
         if isinstance(event, Queued):
             self.queued.emit(event.position)
         elif isinstance(event, Prefill):
@@ -87,7 +101,6 @@ class RequestHandle(QObject):
         elif isinstance(event, Started):
             self.started.emit()
         elif isinstance(event, TextDelta):
-            self.delta.emit(event.text)
             self.text_delta.emit(event)
         elif isinstance(event, Completed):
             self._done.set()

@@ -289,10 +289,10 @@ def test_the_window_session_drops_a_model_whose_worker_died_and_loads_the_next(q
         qtbot.waitUntil(lambda: session.state is SessionState.READY, timeout=TIMEOUT * 1000)
         model = session.model
         assert model is not None
-        deltas: list[str] = []
+        deltas: list = []
         handle = model.submit(
             ChatRequest(prompt="Once upon a time", sampling=GREEDY, max_tokens=4000, ignore_eos=True),
-            connect=lambda h: h.delta.connect(deltas.append),
+            connect=lambda h: h.text_delta.connect(deltas.append),
         )
         qtbot.waitUntil(lambda: bool(deltas), timeout=TIMEOUT * 1000)
         b.process.kill()
