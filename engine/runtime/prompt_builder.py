@@ -9,7 +9,7 @@ Executor thread only: tokenizing calls llama.cpp.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.base.errors import EngineError, ImageRejected, InvalidChatRequest
@@ -46,6 +46,11 @@ class PromptBuilder:
     n_ubatch: int
     projector: ProjectorRuntime | None = None
     has_vision: bool = False
+    # The last text prompt built, under what determines it (``prompt_key``): the window
+    # measures its draft after each typing pause, then sends that same conversation, whose
+    # admission then neither renders nor tokenizes it again. Text only: an image prompt
+    # holds native chunks of its own request.
+    _last: tuple[tuple, PromptLayout, tuple[str, ...]] | None = field(default=None, init=False, repr=False)
 
     def prepare(
         self, request: ChatRequest, n_ctx_seq: int
@@ -80,6 +85,10 @@ class PromptBuilder:
         tokenized image prompts whose chunks it holds (released when it ends)."""
         import llama_cpp as ll
 
+        text_only = not any(m.images for m in request.messages)
+        key = prompt_key(request) if text_only else None
+        if key is not None and self._last is not None and self._last[0] == key:
+            return self._last[1], self._last[2], ()
         if request.prompt is not None:
             tokens = tokenize(self.vocab, request.prompt, add_special=True, parse_special=True)
             layout = PromptLayout.from_tokens(tokens)
@@ -103,6 +112,8 @@ class PromptBuilder:
             bos = ll.llama_vocab_bos(self.vocab)
             layout = PromptLayout.from_tokens([bos if bos >= 0 else 0])
         self._check_token_ids(layout)
+        if key is not None:
+            self._last = (key, layout, stops)
         return layout, stops, media
 
     def _check_token_ids(self, layout: PromptLayout) -> None:
@@ -178,3 +189,10 @@ class PromptBuilder:
         if self.projector is not None:
             for tokenized in media:
                 self.projector.release_prompt(tokenized)
+
+
+def prompt_key(request: ChatRequest) -> tuple:
+    """Everything of a request that its prompt layout and stop strings depend on (with the
+    loaded model's template and vocabulary): two requests with equal keys build the same
+    prompt. Compared, not hashed (tools are dicts); equal messages compare by identity first."""
+    return (request.prompt, request.messages, request.tools, request.assistant_prefix, request.stop)
