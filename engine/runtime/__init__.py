@@ -13,7 +13,6 @@ _EXPORTS = {
     "ExecutorLike": "surface",
     "ExecutorState": "surface",
     "LoadOrder": "surface",
-    "SIGNALS": "surface",
     "resolve_speculation": "surface",
     "PromptBuilder": "prompt_builder",
     "ActiveSlot": "serving_stats",

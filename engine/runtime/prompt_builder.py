@@ -28,7 +28,7 @@ from engine.multimodal import (
     check_fits,
     check_message_images,
 )
-from engine.requests.request import ChatRequest, PromptTooLong
+from engine.requests.request import ChatRequest, PromptSize, PromptTooLong
 from engine.scheduler import MediaSegment, PromptLayout, TextSegment
 
 log = logging.getLogger("hearth.executor")
@@ -77,6 +77,19 @@ class PromptBuilder:
             self.release(media)
             raise
         return layout, stops, media
+
+    def measure(self, request: ChatRequest, n_ctx_seq: int) -> PromptSize:
+        """How many of a conversation's positions ``request``'s prompt takes, built exactly as
+        ``prepare`` would, and not run. Every failure is an ``EngineError``."""
+        try:
+            layout, _stops, media = self.build(request)
+        except EngineError:
+            raise
+        except Exception as exc:  # a bug costs this answer, not the engine
+            log.exception("could not measure a prompt")
+            raise EngineError(f"The prompt could not be measured: {exc}") from exc
+        self.release(media)
+        return PromptSize(layout.native_positions, n_ctx_seq)
 
     def build(
         self, request: ChatRequest
