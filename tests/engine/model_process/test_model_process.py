@@ -170,6 +170,10 @@ def test_a_model_in_a_child_serves_as_a_local_one(scripted_model: Path) -> None:
     process.wait_ready(TIMEOUT)
     pid = process.pid
     assert pid is not None and psutil.pid_exists(pid) and pid != os.getpid()
+    # ``ready`` is emitted on the reader thread just after ``wait_ready`` was released.
+    deadline = time.monotonic() + 5
+    while not seen["ready"] and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert process.state is ExecutorState.READY and seen["ready"] == [True]
     assert LoadPhase.WEIGHTS in seen["phases"] and seen["progress"]
     assert process.reported_memory is not None and process.reported_memory.model  # llama.cpp's own lines
