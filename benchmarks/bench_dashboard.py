@@ -30,7 +30,8 @@ from PySide6.QtWidgets import QApplication
 from app.dashboard import DashboardView
 from engine.devtools.benchmark import PROMPT, make_plan
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests.request import ChatRequest, RequestHandle
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -147,7 +147,7 @@ def _filler(path: Path, n_tokens: int) -> str:
 def _started(handle: object) -> threading.Event:
     """Set once ``handle`` samples its first token: its prompt is in the cache and its
     sampler chain (with its candidate array) is live."""
-    from engine.requests.request import Started
+    from engine.requests.events import Started
 
     flag = threading.Event()
 

@@ -9,7 +9,7 @@ The public API, for the GUI now and an HTTP API later::
     plan = plan_load(inspect_model(path), take_snapshot(), request)
     model = Engine.load(plan).wait_ready()          # or connect to phase_* / ready / load_failed signals
     handle = model.submit(ChatRequest(messages=(ChatMessage("user", "Hello!"),)))
-    handle.delta.connect(print)                      # Qt signals, queued into the receiver's thread
+    handle.text_delta.connect(print)                 # Qt signals, queued into the receiver's thread
     completion = handle.wait()                       # or iterate handle.events()
     model.stats()                                    # per-sequence KV cells, prefix hits, tokens/s
     model.unload()

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from engine.chat.traits import ChatTraits
-from engine.requests.request import ChatRequest, RequestHandle
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
 
 __all__ = ["ChatModel", "ModelLabel"]
 

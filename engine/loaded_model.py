@@ -1,9 +1,10 @@
 """The engine's public face: ``Engine.load(plan) -> LoadedModel``.
 
-A LoadedModel wraps one executor: a thread in this process, or — for a plan that uses RPC
-workers — an executor in a child process of its own (``engine.model_process.process``), because
-llama.cpp's RPC client ends the process that loses a worker. Both offer the same signals,
-state and methods, so callers never know which they got. Everything is safe to call from
+A LoadedModel wraps one ``ExecutorLike`` (engine/runtime/surface.py): a thread in this
+process, or — for a plan that uses RPC workers — an executor in a child process of its own
+(``engine.model_process.process``), because llama.cpp's RPC client ends the process that loses
+a worker. ``Engine.load`` picks; both offer the same signals, state and methods, so callers
+never know which they got. Everything is safe to call from
 any thread: commands travel through the executor's queue (or the child's socket), results
 come back as Qt signals (queued into the receiver's thread) and on each request's handle.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import atexit
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
@@ -21,14 +21,14 @@ from engine.base.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.chat.traits import ChatTraits
 from engine.chat_model import ModelLabel
 from engine.planner import LoadPlan
-from engine.requests.request import ChatRequest, EngineStats, RequestHandle
-from engine.runtime.executor import Executor, ExecutorState
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
+from engine.requests.stats import EngineStats
+from engine.runtime.executor import Executor
+from engine.runtime.surface import SIGNALS, ExecutorLike, ExecutorState, LoadOrder
 from engine.speculation.policy import SpeculationConfig
 
 __all__ = ["Engine", "LoadedModel"]
-
-if TYPE_CHECKING:
-    from engine.model_process.process import ModelProcess
 
 _live: weakref.WeakSet[LoadedModel] = weakref.WeakSet()
 
@@ -43,41 +43,22 @@ def _unload_all() -> None:
 
 
 class LoadedModel(QObject):
-    """A model being loaded, serving, or unloaded.
+    """A model being loaded, serving, or unloaded: what ``Engine.load`` returns.
 
-    Its signals are the executor's own (declared in engine/runtime/executor.py, and alike on
-    ``ModelProcess``), not relays: ``phase_started(LoadPhase)``, ``phase_progress(LoadPhase,
-    fraction)``, ``phase_finished(LoadPhase, seconds)``, ``ready()``, ``load_failed(EngineError)``,
+    Its signals are its executor's own (``engine.runtime.surface.SIGNALS``), not relays:
+    ``phase_started(LoadPhase)``, ``phase_progress(LoadPhase, fraction)``,
+    ``phase_finished(LoadPhase, seconds)``, ``ready()``, ``load_failed(EngineError)``,
     ``unloaded()``, ``worker_lost(EngineError)`` (a split model's worker or process was lost;
     ``unloaded`` follows). They are emitted on the executor thread (a split model: the thread
     that reads its child), so a receiver in the GUI thread gets them queued, in its own thread.
     """
 
-    def __init__(
-        self,
-        plan: LoadPlan,
-        *,
-        force: bool = False,
-        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
-        speculation: SpeculationConfig | None = None,
-    ) -> None:
+    def __init__(self, executor: ExecutorLike) -> None:
         super().__init__()
-        self.plan = plan
-        ex: Executor | ModelProcess
-        if plan.workers:
-            from engine.model_process.process import ModelProcess
-
-            ex = ModelProcess(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
-        else:
-            ex = Executor(plan, force=force, queue_capacity=queue_capacity, speculation=speculation)
-        self._executor = ex
-        self.phase_started = ex.phase_started
-        self.phase_progress = ex.phase_progress
-        self.phase_finished = ex.phase_finished
-        self.ready = ex.ready
-        self.load_failed = ex.load_failed
-        self.unloaded = ex.unloaded
-        self.worker_lost = ex.worker_lost  # never emitted for a model in this process
+        self.plan = executor.plan
+        self._executor = executor
+        for name in SIGNALS:
+            setattr(self, name, getattr(executor, name))
 
     def start(self) -> LoadedModel:
         _live.add(self)
@@ -186,10 +167,25 @@ class Engine:
         force: bool = False,
         queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
         speculation: SpeculationConfig | None = None,
+        start: bool = True,
     ) -> LoadedModel:
         """Start loading in the background; connect to the signals or ``wait_ready()``.
 
         ``speculation``: prompt lookup or a draft model (the draft must be in the plan's
         request so its memory is counted); defaults to the plan's draft, if any.
+        ``start=False``: nothing runs until ``model.start()``, so that signals can be
+        connected before the first one can fire.
         """
-        return LoadedModel(plan, force=force, queue_capacity=queue_capacity, speculation=speculation).start()
+        model = LoadedModel(Engine.executor(LoadOrder(plan, force, queue_capacity, speculation)))
+        return model.start() if start else model
+
+    @staticmethod
+    def executor(order: LoadOrder) -> ExecutorLike:
+        """What serves ``order``: a thread in this process, or, for a plan that uses RPC
+        workers, a child process of its own (llama.cpp's RPC client ends the process that
+        loses a worker)."""
+        if order.plan.workers:
+            from engine.model_process.process import ModelProcess  # its child machinery, only when split
+
+            return ModelProcess(order)
+        return Executor(order)

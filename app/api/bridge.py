@@ -81,7 +81,7 @@ class EngineStream:
             if (alive := stream()) is not None:
                 alive._wake()
 
-        for signal in (handle.queued, handle.prefill, handle.started, handle.delta, handle.completed,
+        for signal in (handle.queued, handle.prefill, handle.started, handle.text_delta, handle.completed,
                        handle.failed):  # fmt: skip
             signal.connect(wake, _DIRECT)
 

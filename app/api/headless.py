@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 
 from app.api.server import ApiServer, ServerConfig
 from app.wording.presenters import PHASE_LABELS
-from engine import EngineError, LoadedModel, LoadPhase, LoadPlan, SpeculationConfig, describe_plan
+from engine import Engine, EngineError, LoadedModel, LoadPhase, LoadPlan, SpeculationConfig, describe_plan
 
 _DIRECT = Qt.ConnectionType.DirectConnection
 
@@ -49,7 +49,7 @@ async def _serve(options: ServeOptions) -> int:
         loop.add_signal_handler(sig, stop.set)
     for line in describe_plan(options.plan):
         say(line)
-    model = LoadedModel(options.plan, speculation=options.speculation)
+    model = Engine.load(options.plan, speculation=options.speculation, start=False)
     loaded = _watch_load(model, loop)
     model.start()
     stopping = asyncio.ensure_future(stop.wait())

@@ -671,6 +671,7 @@ class ChatController(QObject):
         )
 
         def connect(handle: RequestHandle) -> None:
+            handle.signals_only()  # the reply streams through the signals: no event queue
             stream.handle = handle
             handle.queued.connect(lambda position: self._on_queued(stream, position))
             handle.prefill.connect(lambda *progress: self._on_prefill(stream, *progress))

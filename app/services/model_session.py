@@ -9,7 +9,16 @@ import enum
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import ChatModel, EngineError, LoadedModel, LoadPhase, LoadPlan, RemoteModel, SpeculationConfig
+from engine import (
+    ChatModel,
+    Engine,
+    EngineError,
+    LoadedModel,
+    LoadPhase,
+    LoadPlan,
+    RemoteModel,
+    SpeculationConfig,
+)
 
 
 class SessionState(enum.Enum):
@@ -64,7 +73,7 @@ class ModelSession(QObject):
         self.unload()
         self.error = None
         self.speculation = speculation
-        model = LoadedModel(plan, force=force, speculation=speculation)
+        model = Engine.load(plan, force=force, speculation=speculation, start=False)
         model.phase_started.connect(self.phase_started)
         model.phase_progress.connect(self.phase_progress)
         model.phase_finished.connect(self.phase_finished)

@@ -6,11 +6,9 @@ from engine.base.lazy import lazy_exports
 
 _EXPORTS = {
     "ModelProcess": "process",
-    "Answer": "protocol",
-    "AskMeasure": "protocol",
-    "RequestEvent": "protocol",
-    "Start": "protocol",
-    "SubmitRequest": "protocol",
+    "ChildAnswer": "protocol",
+    "ChildEvent": "protocol",
+    "ChildSignal": "protocol",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,7 +1,8 @@
 """The child process of one split model: ``python -m engine.model_process.child FD``.
 
-It runs the ordinary executor for the plan the parent sends (engine/model_process/protocol.py)
-and forwards its signals and each request's events over the inherited socket. Its life is
+It runs the ordinary executor for the ``LoadOrder`` the parent sends first, applies the
+executor commands that follow (engine/model_process/protocol.py), and forwards its signals
+and each request's events over the inherited socket. Its life is
 the executor thread's: it ends when the executor has unloaded (asked by the parent, or the
 parent gone: EOF) or failed to load. A lost RPC worker ends it at once with ``os._exit``
 after telling the parent (engine/rpc/guard.py): the OS frees the model's memory and closes
@@ -21,36 +22,24 @@ from PySide6.QtCore import Qt
 
 from engine.base.errors import EngineError
 from engine.model_process.protocol import (
-    Answer,
-    AskMeasure,
-    AskStats,
+    PHASE_SIGNALS,
     CancelLoad,
-    CancelRequest,
-    Loaded,
-    LoadFailedMessage,
-    PhaseFinished,
-    PhaseProgress,
-    PhaseStarted,
-    RequestEvent,
-    Start,
-    SubmitRequest,
+    ChildAnswer,
+    ChildEvent,
+    ChildLoadFailed,
+    ChildLostWorker,
+    ChildReady,
+    ChildSignal,
+    ChildUnloaded,
     ToChild,
     ToParent,
-    Unloaded,
-    UnloadModel,
-    WorkerLost,
 )
-from engine.requests.request import (
-    Completed,
-    Event,
-    Failed,
-    Prefill,
-    Queued,
-    RequestHandle,
-    Started,
-)
+from engine.requests.events import Completed, Event, Failed, Prefill, Queued, Started
+from engine.requests.handle import RequestHandle
 from engine.rpc import guard
+from engine.runtime.commands import Cancel, Measure, Observe, Submit, Unload
 from engine.runtime.executor import Executor
+from engine.runtime.surface import LoadOrder
 
 log = logging.getLogger("hearth.rpc.child")
 
@@ -91,22 +80,21 @@ def _unpicklable(message: ToParent, exc: Exception) -> ToParent | None:
     """What the parent gets instead of a message that could not be pickled, so that the
     request or the question it answers still ends (one line, not a hang)."""
     error = EngineError(f"The model's process could not send its answer: {exc}")
-    if isinstance(message, RequestEvent):
-        return RequestEvent(message.request_id, Failed(error))
-    if isinstance(message, Answer):
-        return Answer(message.token, None, error)
+    if isinstance(message, ChildEvent):
+        return ChildEvent(message.request_id, Failed(error))
+    if isinstance(message, ChildAnswer):
+        return ChildAnswer(message.token, None, error)
     return None
 
 
 def forward_signals(executor: Executor, link: Link) -> None:
-    executor.phase_started.connect(lambda phase: link.send(PhaseStarted(phase)), DIRECT)
-    executor.phase_progress.connect(lambda phase, f: link.send(PhaseProgress(phase, f)), DIRECT)
-    executor.phase_finished.connect(lambda phase, s: link.send(PhaseFinished(phase, s)), DIRECT)
-    executor.load_failed.connect(lambda error: link.send(LoadFailedMessage(error)), DIRECT)
-    executor.unloaded.connect(lambda: link.send(Unloaded()), DIRECT)
+    for name in PHASE_SIGNALS:
+        getattr(executor, name).connect(lambda *args, _n=name: link.send(ChildSignal(_n, args)), DIRECT)
+    executor.load_failed.connect(lambda error: link.send(ChildLoadFailed(error)), DIRECT)
+    executor.unloaded.connect(lambda: link.send(ChildUnloaded()), DIRECT)
 
-    def ready() -> None:  # on the executor thread, after it set what Loaded carries
-        facts = Loaded(
+    def ready() -> None:  # on the executor thread, after it set what ChildReady carries
+        facts = ChildReady(
             executor.reported_memory,
             executor.has_vision,
             executor.chat_traits,
@@ -123,7 +111,7 @@ def forward_events(handle: RequestHandle, link: Link) -> None:
     rid = handle.request_id
 
     def send(event: Event) -> None:
-        link.send(RequestEvent(rid, event))
+        link.send(ChildEvent(rid, event))
 
     handle.queued.connect(lambda position: send(Queued(position)), DIRECT)
     handle.prefill.connect(lambda *counts: send(Prefill(*counts)), DIRECT)
@@ -136,7 +124,7 @@ def forward_events(handle: RequestHandle, link: Link) -> None:
 def answer(link: Link, token: int, future: Future) -> None:
     def done(f: Future) -> None:
         error = f.exception()
-        link.send(Answer(token, None if error else f.result(), error))
+        link.send(ChildAnswer(token, None if error else f.result(), error))
 
     future.add_done_callback(done)
 
@@ -149,20 +137,20 @@ def serve_commands(executor: Executor, link: Link) -> None:
         except (EOFError, OSError):
             executor.request_unload()
             return
-        if isinstance(command, SubmitRequest):
+        if isinstance(command, Submit):
             try:
                 executor.submit(command.request, lambda h: forward_events(h, link))
             except EngineError as exc:
-                link.send(RequestEvent(command.request.request_id, Failed(exc)))
-        elif isinstance(command, CancelRequest):
+                link.send(ChildEvent(command.request.request_id, Failed(exc)))
+        elif isinstance(command, Cancel):
             executor.cancel(command.request_id)
-        elif isinstance(command, AskStats):
+        elif isinstance(command, Observe):
             answer(link, command.token, executor.request_stats())
-        elif isinstance(command, AskMeasure):
+        elif isinstance(command, Measure):
             answer(link, command.token, executor.measure(command.request))
         elif isinstance(command, CancelLoad):
             executor.cancel_load()
-        elif isinstance(command, UnloadModel):
+        elif isinstance(command, Unload):
             executor.request_unload()
 
 
@@ -172,14 +160,12 @@ def child_main(argv: list[str]) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="hearth model child: %(message)s")
     link = Link(Connection(int(argv[0])))
-    start = link.recv()
-    if not isinstance(start, Start):
+    order = link.recv()
+    if not isinstance(order, LoadOrder):
         return 2
     # Before anything talks to a worker: a lost one reports and ends this process.
-    guard.install(lambda message: link.send(WorkerLost(message), timeout=LOST_SEND_TIMEOUT))
-    executor = Executor(
-        start.plan, force=start.force, queue_capacity=start.queue_capacity, speculation=start.speculation
-    )
+    guard.install(lambda message: link.send(ChildLostWorker(message), timeout=LOST_SEND_TIMEOUT))
+    executor = Executor(order)
     forward_signals(executor, link)
     threading.Thread(
         target=serve_commands, args=(executor, link), name="hearth-child-commands", daemon=True

@@ -28,11 +28,11 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
 from PySide6.QtCore import QObject, Signal
 
-from engine.base.defaults import DEFAULT_QUEUE_CAPACITY
 from engine.base.errors import (
     Cancelled,
     EngineError,
@@ -44,32 +44,27 @@ from engine.base.errors import (
 from engine.chat.traits import ChatTraits
 from engine.model_process.loss import loss_error
 from engine.model_process.protocol import (
-    Answer,
-    AskMeasure,
-    AskStats,
+    PHASE_SIGNALS,
     CancelLoad,
-    CancelRequest,
-    Loaded,
-    LoadFailedMessage,
-    PhaseFinished,
-    PhaseProgress,
-    PhaseStarted,
-    RequestEvent,
-    Start,
-    SubmitRequest,
+    ChildAnswer,
+    ChildEvent,
+    ChildLoadFailed,
+    ChildLostWorker,
+    ChildReady,
+    ChildSignal,
+    ChildUnloaded,
     ToChild,
     ToParent,
-    Unloaded,
-    UnloadModel,
-    WorkerLost,
     child_command,
 )
 from engine.native.llama_log import ReportedMemory
-from engine.planner import LoadPlan
-from engine.requests.request import ChatRequest, Completed, EngineStats, Failed, RequestHandle
+from engine.requests.events import Completed, Failed
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
+from engine.requests.stats import EngineStats
 from engine.rpc.workers import CHILD_ENV
-from engine.runtime.executor import ExecutorState, resolve_speculation
-from engine.speculation.policy import SpeculationConfig
+from engine.runtime.commands import Cancel, Measure, Observe, Submit, Unload
+from engine.runtime.surface import ExecutorState, LoadOrder
 
 log = logging.getLogger("hearth.rpc")
 
@@ -90,7 +85,7 @@ def _stop_children() -> None:
 
 
 class ModelProcess(QObject):
-    """An executor in a child process: construct, connect signals, ``start()``."""
+    """An executor in a child process (an ``ExecutorLike``): construct, connect signals, ``start()``."""
 
     phase_started = Signal(object)  # LoadPhase
     phase_progress = Signal(object, float)  # LoadPhase, 0..1
@@ -100,19 +95,13 @@ class ModelProcess(QObject):
     unloaded = Signal()
     worker_lost = Signal(object)  # WorkerUnavailable or ModelProcessEnded; ``unloaded`` follows
 
-    def __init__(
-        self,
-        plan: LoadPlan,
-        *,
-        force: bool = False,
-        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
-        speculation: SpeculationConfig | None = None,
-    ) -> None:
+    def __init__(self, order: LoadOrder) -> None:
         super().__init__()
-        self.plan = plan
-        self.force = force
-        self.queue_capacity = queue_capacity
-        self.speculation = resolve_speculation(plan, speculation)
+        self.plan = order.plan
+        self.force = order.force
+        self.queue_capacity = order.queue_capacity
+        self.speculation = order.resolved_speculation()
+        self._order = replace(order, speculation=self.speculation)  # what the child is sent
         self.state = ExecutorState.LOADING
         self.load_error: EngineError | None = None
         self.reported_memory: ReportedMemory | None = None
@@ -160,7 +149,7 @@ class ModelProcess(QObject):
         self.pid = self._process.pid
         self._conn = Connection(ours.detach())
         _children.add(self)
-        self._send(Start(self.plan, self.force, self.queue_capacity, self.speculation))
+        self._send(self._order)
         self._reader = threading.Thread(target=self._read, name=f"hearth-model-{self.pid}", daemon=True)
         self._reader.start()
 
@@ -203,7 +192,7 @@ class ModelProcess(QObject):
             handle._publish(Failed(self._end_error))
             return handle
         try:
-            self._send(SubmitRequest(request))
+            self._send(Submit(request))
         except Exception as exc:  # a value pickle refuses: nothing was sent
             with self._lock:
                 self._handles.pop(request.request_id, None)
@@ -211,11 +200,11 @@ class ModelProcess(QObject):
         return handle
 
     def cancel(self, request_id: int) -> None:
-        self._send(CancelRequest(request_id))
+        self._send(Cancel(request_id))
 
     def request_stats(self) -> Future:
         token, future = self._future()
-        self._send(AskStats(token))
+        self._send(Observe(token=token))
         return future
 
     def stats(self, timeout: float = 5.0) -> EngineStats:
@@ -223,12 +212,12 @@ class ModelProcess(QObject):
 
     def measure(self, request: ChatRequest) -> Future:
         token, future = self._future()
-        self._send(AskMeasure(token, request))
+        self._send(Measure(request, token=token))
         return future
 
     def request_unload(self) -> None:
         self._unloading = True
-        self._send(UnloadModel())
+        self._send(Unload())
 
     def wait(self, timeout: float = UNLOAD_TIMEOUT_S) -> bool:
         """Until the child has exited (killed after ``timeout``) and its end is published."""
@@ -289,7 +278,7 @@ class ModelProcess(QObject):
         self._child_ended()
 
     def _dispatch(self, message: ToParent) -> None:
-        if isinstance(message, RequestEvent):
+        if isinstance(message, ChildEvent):
             done = isinstance(message.event, (Completed, Failed))
             with self._lock:
                 handle = (
@@ -299,13 +288,10 @@ class ModelProcess(QObject):
                 )
             if handle is not None:
                 handle._publish(message.event)
-        elif isinstance(message, PhaseProgress):
-            self.phase_progress.emit(message.phase, message.fraction)
-        elif isinstance(message, PhaseStarted):
-            self.phase_started.emit(message.phase)
-        elif isinstance(message, PhaseFinished):
-            self.phase_finished.emit(message.phase, message.seconds)
-        elif isinstance(message, Answer):
+        elif isinstance(message, ChildSignal):
+            if message.name in PHASE_SIGNALS:
+                getattr(self, message.name).emit(*message.args)
+        elif isinstance(message, ChildAnswer):
             with self._lock:
                 future = self._futures.pop(message.token, None)
             if future is not None and future.set_running_or_notify_cancel():
@@ -313,7 +299,7 @@ class ModelProcess(QObject):
                     future.set_exception(message.error)
                 else:
                     future.set_result(message.value)
-        elif isinstance(message, Loaded):
+        elif isinstance(message, ChildReady):
             self.reported_memory, self.has_vision, self.chat_traits = (
                 message.reported_memory,
                 message.has_vision,
@@ -323,11 +309,11 @@ class ModelProcess(QObject):
             self.state = ExecutorState.READY
             self._ready_event.set()
             self.ready.emit()
-        elif isinstance(message, LoadFailedMessage):
+        elif isinstance(message, ChildLoadFailed):
             self._fail_load(message.error)
-        elif isinstance(message, Unloaded):
+        elif isinstance(message, ChildUnloaded):
             self._said_unloaded = True
-        elif isinstance(message, WorkerLost):
+        elif isinstance(message, ChildLostWorker):
             self._lost_message = message.message
             if self._process is not None:
                 self._process.kill()  # it is leaving with os._exit already; make sure

@@ -3,10 +3,15 @@ engine/model_process/child.py).
 
 A split model runs in a child process of its own, because llama.cpp's RPC client ends the
 process that loses a worker (engine/rpc/guard.py). The two talk over one socketpair
-wrapped in ``multiprocessing.connection.Connection``: each message is one of the
-dataclasses below, pickled. Requests, events, stats and errors are the engine's own values
-(every ``EngineError`` pickles: ``EngineError.__reduce__``), so what the parent publishes on
-a ``RequestHandle`` is exactly what the child's executor published.
+wrapped in ``multiprocessing.connection.Connection``, in the executor's own vocabulary,
+pickled: the parent sends a ``LoadOrder`` (engine/runtime/surface.py), then the executor's
+commands themselves (engine/runtime/commands.py: ``Submit`` without its handle, ``Observe``
+and ``Measure`` with a token in place of their future, ``Cancel``, ``Unload``), plus
+``CancelLoad``, which an executor takes as a flag rather than a command. What comes back is
+the child's, declared below: its executor's signals, each request's events and the answers
+to its tokens. Requests, events, stats and errors are the engine's own values (every
+``EngineError`` pickles: ``EngineError.__reduce__``), so what the parent publishes on a
+``RequestHandle`` is exactly what the child's executor published.
 
 The socketpair is unnamed and its other end is inherited by the child only, so no one else
 can connect to it: no address and no authkey are needed.
@@ -23,9 +28,9 @@ from typing import Any
 from engine.base.errors import EngineError
 from engine.chat.traits import ChatTraits
 from engine.native.llama_log import ReportedMemory
-from engine.planner import LoadPhase, LoadPlan
-from engine.requests.request import ChatRequest, Event
-from engine.speculation.policy import SpeculationConfig
+from engine.requests.events import Event
+from engine.runtime.commands import Cancel, Measure, Observe, Submit, Unload
+from engine.runtime.surface import LoadOrder
 
 
 # ModelInfo keeps its metadata read-only in MappingProxyType, which pickle refuses: a
@@ -46,75 +51,34 @@ def child_command(fd: int) -> list[str]:
     return [sys.executable, "-m", "engine.model_process.child", str(fd)]
 
 
-# -- parent → child ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Start:
-    """The first message: what to load, as ``Executor(plan, ...)`` takes it."""
-
-    plan: LoadPlan
-    force: bool
-    queue_capacity: int
-    speculation: SpeculationConfig
-
-
-@dataclass(frozen=True)
-class SubmitRequest:
-    request: ChatRequest  # its request_id travels with it: events come back under it
-
-
-@dataclass(frozen=True)
-class CancelRequest:
-    request_id: int
-
-
-@dataclass(frozen=True)
-class AskStats:
-    token: int  # answered by an Answer with the same token
-
-
-@dataclass(frozen=True)
-class AskMeasure:
-    token: int
-    request: ChatRequest
+# -- parent → child: a LoadOrder, then the executor's commands, and this ------------------
 
 
 @dataclass(frozen=True)
 class CancelLoad:
-    pass
+    """Stop a load in progress (``Executor.cancel_load``: a flag the loader polls, which no
+    command could reach while the executor thread is loading)."""
+
+
+ToChild = LoadOrder | Submit | Cancel | Observe | Measure | Unload | CancelLoad
+
+
+# -- child → parent: what the child's executor said ------------------------------------
+
+# The executor's signals the parent re-emits as they come; the others change its state.
+PHASE_SIGNALS = ("phase_started", "phase_progress", "phase_finished")
 
 
 @dataclass(frozen=True)
-class UnloadModel:
-    pass
+class ChildSignal:
+    """One of the child's executor's ``PHASE_SIGNALS``, with its arguments."""
 
-
-ToChild = Start | SubmitRequest | CancelRequest | AskStats | AskMeasure | CancelLoad | UnloadModel
-
-
-# -- child → parent ------------------------------------------------------------------
+    name: str
+    args: tuple
 
 
 @dataclass(frozen=True)
-class PhaseStarted:
-    phase: LoadPhase
-
-
-@dataclass(frozen=True)
-class PhaseProgress:
-    phase: LoadPhase
-    fraction: float
-
-
-@dataclass(frozen=True)
-class PhaseFinished:
-    phase: LoadPhase
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Loaded:
+class ChildReady:
     """The executor is READY: what the parent's properties answer from now on."""
 
     reported_memory: ReportedMemory | None
@@ -125,43 +89,39 @@ class Loaded:
 
 
 @dataclass(frozen=True)
-class LoadFailedMessage:
+class ChildLoadFailed:
     error: EngineError
 
 
 @dataclass(frozen=True)
-class RequestEvent:
+class ChildEvent:
+    """One event of the request submitted under ``request_id``."""
+
     request_id: int
     event: Event
 
 
 @dataclass(frozen=True)
-class Answer:
+class ChildAnswer:
+    """The answer to the ``Observe`` or ``Measure`` sent with ``token``."""
+
     token: int
     value: Any = None  # EngineStats or PromptSize
     error: BaseException | None = None
 
 
 @dataclass(frozen=True)
-class WorkerLost:
+class ChildLostWorker:
     """llama.cpp aborted on a lost worker (its message); the child ends right after."""
 
     message: str
 
 
 @dataclass(frozen=True)
-class Unloaded:
+class ChildUnloaded:
     """The executor unloaded as asked and freed everything; the child ends right after."""
 
 
 ToParent = (
-    PhaseStarted
-    | PhaseProgress
-    | PhaseFinished
-    | Loaded
-    | LoadFailedMessage
-    | RequestEvent
-    | Answer
-    | WorkerLost
-    | Unloaded
+    ChildSignal | ChildReady | ChildLoadFailed | ChildEvent | ChildAnswer | ChildLostWorker | ChildUnloaded
 )

@@ -39,7 +39,7 @@ _EXPORTS = {
     "check_model_file": "model_check",
     "require_loadable": "model_check",
     "verdict_key": "model_check",
-    "llama_lib_dir": "probe",
+    "llama_lib_dir": "lib_dir",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -20,6 +20,8 @@ from types import ModuleType
 
 from engine.base.errors import LoadFailed, NativeBuildUnsafe
 from engine.machine.devices import BackendDevice, DeviceType
+from engine.native.lib_dir import cpuinfo_simd, llama_lib_dir, parse_simd, register_dynamic_backends
+from engine.native.probe import check_build
 
 # The only mutable module state in the engine: llama_backend_init must run exactly once per
 # process, and both the GUI thread and executor threads may be first to need it. A build
@@ -27,50 +29,6 @@ from engine.machine.devices import BackendDevice, DeviceType
 _backend_lock = threading.Lock()
 _backend_ready = False
 _unsafe_reason: str | None = None
-
-# system_info keys that describe how the CPU backend was built, not instruction sets.
-_NON_SIMD_KEYS = frozenset(
-    {
-        "ACCELERATE",
-        "BLAS",
-        "CPU_HBM",
-        "CUDA",
-        "GPUBLAS",
-        "KLEIDIAI",
-        "LLAMAFILE",
-        "METAL",
-        "OPENMP",
-        "REPACK",
-        "RVV_VLEN",
-        "SVE_CNT",
-    }
-)
-
-# /proc/cpuinfo flag -> the name llama.cpp's system_info uses for the same feature, so
-# both sources give the same vocabulary. Order is the order system_info prints them in.
-_CPUINFO_FLAGS: tuple[tuple[str, str], ...] = (
-    ("pni", "SSE3"),  # the kernel calls SSE3 "pni" (Prescott New Instructions)
-    ("ssse3", "SSSE3"),
-    ("avx", "AVX"),
-    ("avx_vnni", "AVX_VNNI"),
-    ("avx2", "AVX2"),
-    ("f16c", "F16C"),
-    ("fma", "FMA"),
-    ("bmi2", "BMI2"),
-    ("avx512f", "AVX512"),
-    ("avx512vbmi", "AVX512_VBMI"),
-    ("avx512_vnni", "AVX512_VNNI"),
-    ("avx512_bf16", "AVX512_BF16"),
-    ("amx_int8", "AMX_INT8"),
-    # aarch64 "Features" line
-    ("asimd", "NEON"),
-    ("asimdhp", "FP16_VA"),
-    ("i8mm", "MATMUL_INT8"),
-    ("sve", "SVE"),
-    ("asimddp", "DOTPROD"),
-    ("sme", "SME"),
-    ("sme2", "SME2"),
-)
 
 
 def _llama() -> ModuleType | None:
@@ -109,8 +67,6 @@ def ensure_backend() -> bool:
             return True
         if _unsafe_reason is not None:
             return False
-        from engine.native.probe import check_build, llama_lib_dir
-
         if llama_lib_dir() is not None:  # without llama_cpp there is nothing to probe
             verdict = check_build()
             if not verdict.ok:
@@ -129,33 +85,6 @@ def ensure_backend() -> bool:
         get_router()
         _backend_ready = True
         return True
-
-
-def register_dynamic_backends() -> int:
-    """Load the backend modules of a ``GGML_BACKEND_DL`` build; the number of backends registered.
-
-    The packaged app's llama.cpp keeps its CPU variants (one per instruction-set level) and
-    GPU backends as modules in ``llama_cpp/lib``, and ggml picks the best one the CPU can
-    run. ggml only looks beside the executable and in the working directory by itself, so
-    we point it at the folder. A build with its backends linked in has them registered
-    already and this does nothing.
-    """
-    from engine.native.probe import llama_lib_dir
-
-    try:
-        from llama_cpp import _ggml
-
-        lib = _ggml.libggml
-        reg_count = ctypes.CFUNCTYPE(ctypes.c_size_t)(("ggml_backend_reg_count", lib))
-        count = int(reg_count())
-        folder = llama_lib_dir()
-        if count == 0 and folder is not None:
-            load_all = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(("ggml_backend_load_all_from_path", lib))
-            load_all(str(folder).encode())
-            count = int(reg_count())
-    except (ImportError, OSError, AttributeError):
-        return 0
-    return count
 
 
 # glibc's mallopt parameter, and the size from which each allocation is its own mapping.
@@ -306,44 +235,6 @@ def simd_features(info: str | None = None, cpuinfo_path: Path = Path("/proc/cpui
     """
     features = parse_simd(system_info() if info is None else info)
     return features or cpuinfo_simd(cpuinfo_path)
-
-
-def parse_simd(info: str) -> tuple[str, ...]:
-    """Enabled SIMD features in a ``llama_print_system_info`` string, in printed order.
-
-    Newer builds print one segment per backend, ``"CPU : SSE3 = 1 | AVX = 1 | ... | "``
-    (a CUDA build adds ``"CUDA : ARCHS = 890 | ..."``): only the CPU segment counts.
-    Older builds print one flat list, ``"AVX = 1 | AVX2 = 0 | ... | LLAMAFILE = 1 | "``.
-    """
-    current: str | None = None  # backend whose segment we are in; None before any "NAME :"
-    saw_backend = False
-    found: list[str] = []
-    for part in info.split("|"):
-        item = part.strip()
-        if " : " in item:  # "CPU : SSE3 = 1" starts a backend's segment
-            current, item = (s.strip() for s in item.split(" : ", 1))
-            saw_backend = True
-        if "=" not in item:
-            continue
-        key, value = (s.strip() for s in item.split("=", 1))
-        in_cpu = current == "CPU" if saw_backend else True
-        if in_cpu and value == "1" and key and key not in _NON_SIMD_KEYS and key not in found:
-            found.append(key)
-    return tuple(found)
-
-
-def cpuinfo_simd(path: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
-    """SIMD features from the first ``flags`` (x86) or ``Features`` (arm64) line, llama.cpp names."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:  # not Linux
-        return ()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            flags = set(value.split())
-            return tuple(name for flag, name in _CPUINFO_FLAGS if flag in flags)
-    return ()
 
 
 def _text(raw: bytes | None) -> str:

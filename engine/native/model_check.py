@@ -219,7 +219,7 @@ def child_main(paths: Sequence[str]) -> int:
     """Open each file as Hearth will (CPU only): load, context, two tokens. One JSON line each."""
     import llama_cpp as ll
 
-    from engine.native.backend import register_dynamic_backends
+    from engine.native.lib_dir import register_dynamic_backends
     from engine.native.llama_log import LogLevel, LogLine, most_specific_error
 
     errors: list[LogLine] = []

@@ -13,7 +13,6 @@ costs a stat of a few files.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from engine.base.errors import NativeBuildUnsafe
 from engine.native.build import safe_rebuild_command
+from engine.native.lib_dir import llama_lib_dir
 from engine.native.verdict_cache import cache_path, read_verdicts, remember
 
 log = logging.getLogger(__name__)
@@ -57,21 +57,6 @@ class ProbeResult:
         if self.ok:
             return True
         return self.signal_name is not None and self.signal_name in {s.name for s in _BUILD_FAULTS}
-
-
-def llama_lib_dir() -> Path | None:
-    """Where llama_cpp's native libraries are, found without importing (and so loading) them."""
-    override = os.environ.get("LLAMA_CPP_LIB_PATH")  # set by the bundle's runtime hook
-    if override and Path(override).is_dir():
-        return Path(override)
-    try:
-        spec = importlib.util.find_spec("llama_cpp")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
-    return lib if lib.is_dir() else None
 
 
 def build_identity(lib_dir: Path | None = None) -> str:
@@ -215,7 +200,7 @@ def child_main() -> int:
     import llama_cpp as ll
 
     from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
-    from engine.native.backend import parse_simd, register_dynamic_backends
+    from engine.native.lib_dir import parse_simd, register_dynamic_backends
 
     silent = ll.llama_log_callback(lambda level, text, user_data: None)  # referenced until we return
     ll.llama_log_set(silent, None)

@@ -12,7 +12,8 @@ from engine.chat.traits import ChatTraits
 from engine.chat_model import ModelLabel
 from engine.remote.endpoint import RemoteModelInfo
 from engine.remote.reply import RemoteReply
-from engine.requests.request import ChatRequest, RequestHandle
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
 
 
 class CannotMeasure(EngineError):

@@ -18,17 +18,10 @@ from typing import Any
 from engine.remote.endpoint import READ_TIMEOUT_S, RemoteEndpoint
 from engine.remote.errors import RemoteError, RemoteInterrupted, RemoteRefused, translate
 from engine.remote.wire import THINK_CLOSE, THINK_OPEN, chat_body, chunk_parts, stop_reason, timings
-from engine.requests.request import (
-    ChatRequest,
-    Completed,
-    Completion,
-    Failed,
-    RequestHandle,
-    Started,
-    StopReason,
-    TextDelta,
-    Usage,
-)
+from engine.requests.completion import Completion, StopReason, Usage
+from engine.requests.events import Completed, Failed, Started, TextDelta
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
 
 
 class RemoteReply:

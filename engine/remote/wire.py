@@ -10,7 +10,8 @@ from typing import Any
 
 from engine.base.errors import InvalidChatRequest
 from engine.chat import ChatMessage, Role
-from engine.requests.request import ChatRequest, StopReason, Timings, Usage
+from engine.requests.completion import StopReason, Timings, Usage
+from engine.requests.request import ChatRequest
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"

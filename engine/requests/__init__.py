@@ -1,4 +1,6 @@
-"""What callers hand the engine (``ChatRequest``) and what comes back (events, ``Completion``).
+"""What callers hand the engine and what comes back, one noun a module: the request
+(``request``), its events (``events``), its result (``completion``), the caller's handle on it
+(``handle``) and what the engine is doing (``stats``).
 """
 
 from engine.base.lazy import lazy_exports
@@ -6,27 +8,27 @@ from engine.base.lazy import lazy_exports
 _EXPORTS = {
     "check_tools": "request",
     "ChatRequest": "request",
-    "Completed": "request",
-    "Completion": "request",
+    "Completed": "events",
+    "Completion": "completion",
     "DEFAULT_TEXT_INTERVAL_S": "request",
-    "DecodeFailed": "request",
-    "EngineStats": "request",
-    "Event": "request",
-    "Failed": "request",
-    "Prefill": "request",
+    "DecodeFailed": "events",
+    "EngineStats": "stats",
+    "Event": "events",
+    "Failed": "events",
+    "Prefill": "events",
     "PromptSize": "request",
     "PromptTooLong": "request",
-    "Queued": "request",
-    "RequestHandle": "request",
-    "SequenceStats": "request",
-    "SlotState": "request",
-    "Started": "request",
-    "StopReason": "request",
-    "TextDelta": "request",
-    "Timings": "request",
-    "TokenLogprob": "request",
-    "TopLogprob": "request",
-    "Usage": "request",
+    "Queued": "events",
+    "RequestHandle": "handle",
+    "SequenceStats": "stats",
+    "SlotState": "stats",
+    "Started": "events",
+    "StopReason": "completion",
+    "TextDelta": "events",
+    "Timings": "completion",
+    "TokenLogprob": "completion",
+    "TopLogprob": "completion",
+    "Usage": "completion",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

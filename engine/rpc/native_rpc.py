@@ -1,7 +1,7 @@
 """ctypes over libggml-rpc, the library the engine's own llama.cpp loads (``GGML_RPC=ON``).
 
 ``llama_cpp`` does not bind ggml-rpc. The library is opened from the same ``llama_cpp/lib``
-folder the engine loads llama.cpp from (``native_probe.llama_lib_dir``): in a build with
+folder the engine loads llama.cpp from (``engine.native.lib_dir.llama_lib_dir``): in a build with
 its backends linked in, libggml already loaded it and dlopen hands back that copy, so the
 devices registered here are the ones llama.cpp sees.
 
@@ -63,7 +63,7 @@ class _Bindings:
 
 def library_path() -> Path | None:
     """libggml-rpc in llama_cpp/lib, or None when this build has none."""
-    from engine.native.probe import llama_lib_dir
+    from engine.native.lib_dir import llama_lib_dir
 
     folder = llama_lib_dir()
     if folder is None:

@@ -9,22 +9,13 @@ from dataclasses import dataclass, field
 
 from engine.chat import TextStream
 from engine.multimodal import TokenizedPrompt
-from engine.requests.request import (
-    DEFAULT_TEXT_INTERVAL_S,
-    ChatRequest,
-    Completion,
-    Prefill,
-    RequestHandle,
-    Started,
-    StopReason,
-    TextDelta,
-    Timings,
-    TokenLogprob,
-    Usage,
-)
-from engine.runtime.speculator import RequestSpeculation
+from engine.requests.completion import Completion, StopReason, Timings, TokenLogprob, Usage
+from engine.requests.events import Prefill, Started, TextDelta
+from engine.requests.handle import RequestHandle
+from engine.requests.request import DEFAULT_TEXT_INTERVAL_S, ChatRequest
 from engine.runtime.token_sampler import TokenSampler
 from engine.scheduler import SequenceProgress
+from engine.speculation.request_state import RequestSpeculation
 
 # A request's text interval unless it asks for its own; the only throttle between sampling
 # and the screen.

@@ -1,5 +1,11 @@
 """What other threads ask of an executor: each command travels through its ``Inbox`` and
-is applied on the executor thread between two batches."""
+is applied on the executor thread between two batches.
+
+The same values, pickled, are what a split model's parent sends its child process
+(engine/model_process/protocol.py): there a ``Submit`` has no handle (the child's executor makes
+its own) and ``Observe``/``Measure`` carry a ``token`` that the child's answer comes back
+under instead of a future.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,17 @@ import queue
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.base.errors import Overloaded
-from engine.requests.request import ChatRequest, RequestHandle
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
 
 
 @dataclass(frozen=True)
 class Submit:
-    handle: RequestHandle
+    request: ChatRequest  # its request_id travels with it: a child's events come back under it
+    handle: RequestHandle | None = field(default=None, compare=False)  # where its events go
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,8 @@ class Cancel:
 class Observe:
     """Answered with the executor's ``EngineStats``."""
 
-    future: Future
+    future: Future | None = field(default=None, compare=False)  # in the executor's process
+    token: int = 0  # sent to a child process: what its answer comes back under
 
 
 @dataclass(frozen=True)
@@ -35,7 +44,8 @@ class Measure:
     """Answered with the ``PromptSize`` of ``request``'s prompt, which is not run."""
 
     request: ChatRequest
-    future: Future
+    future: Future | None = field(default=None, compare=False)
+    token: int = 0
 
 
 @dataclass(frozen=True)

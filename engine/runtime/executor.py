@@ -10,7 +10,6 @@ stage → one ``llama_decode`` → apply. Other threads only enqueue commands
 from __future__ import annotations
 
 import collections
-import enum
 import logging
 import threading
 import time
@@ -21,8 +20,7 @@ from typing import Any
 
 from PySide6.QtCore import QThread, Signal
 
-from engine.base.defaults import DEFAULT_QUEUE_CAPACITY
-from engine.base.errors import Cancelled, EngineError, ImageRejected, LoadFailed
+from engine.base.errors import Cancelled, EngineError, LoadFailed
 from engine.catalog import model_identity
 from engine.chat import TextStream
 from engine.chat.traits import ChatTraits
@@ -34,67 +32,38 @@ from engine.machine.cpu_load import (
     read_cpu,
     share_between,
 )
-from engine.multimodal import ImageEvalFailed
 from engine.native.abort import DecodeAbort
 from engine.native.backend import require_backend
 from engine.native.batch import NativeBatch
 from engine.native.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
 from engine.native.model import NativeModel
-from engine.planner import LoadPlan
-from engine.requests.request import (
-    ChatRequest,
-    Completed,
-    Completion,
-    DecodeFailed,
-    EngineStats,
-    Failed,
-    PromptSize,
-    Queued,
-    RequestHandle,
-    StopReason,
-    Timings,
-    Usage,
-)
+from engine.requests.completion import Completion, StopReason, Timings, Usage
+from engine.requests.events import Completed, DecodeFailed, Failed, Queued
+from engine.requests.handle import RequestHandle
+from engine.requests.request import ChatRequest
+from engine.requests.stats import EngineStats
 from engine.runtime.active_request import ActiveRequest
+from engine.runtime.batch_step import BatchStep, StepHooks
 from engine.runtime.commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
 from engine.runtime.loader import LoadHooks, ModelLoader, load_error
-from engine.runtime.serving_stats import ActiveSlot, BatchRecord, ServingCounters
+from engine.runtime.serving_stats import ActiveSlot, ServingCounters
 from engine.runtime.speculator import Speculator
+from engine.runtime.surface import ExecutorState, LoadOrder
 from engine.scheduler import (
     ZERO_BOUNDARY,
-    BatchCommit,
-    BatchPlanner,
-    BatchWork,
     PromptLayout,
     SequencePool,
     SequenceProgress,
-    StagedWork,
-    WorkKind,
 )
-from engine.speculation.policy import SpeculationConfig, SpeculationMode
 
 log = logging.getLogger("hearth.executor")
 
 IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
-ABORTED = 2  # llama_decode's return when its abort callback said stop
-
-
-class ExecutorState(enum.Enum):
-    LOADING = "loading"
-    READY = "ready"
-    FAILED = "failed"
-    UNLOADED = "unloaded"
-
-
-def resolve_speculation(plan: LoadPlan, speculation: SpeculationConfig | None) -> SpeculationConfig:
-    """What a load speculates with: as asked, else the plan's draft model, else nothing."""
-    if speculation is None and plan.request.draft is not None:
-        speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=plan.request.draft.path)
-    return speculation or SpeculationConfig()
 
 
 class Executor(QThread):
-    """One per loaded model. Construct, connect signals, ``start()``."""
+    """One per loaded model, in this process (an ``ExecutorLike``). Construct, connect signals,
+    ``start()``."""
 
     phase_started = Signal(object)  # LoadPhase
     phase_progress = Signal(object, float)  # LoadPhase, 0..1
@@ -102,27 +71,19 @@ class Executor(QThread):
     ready = Signal()
     load_failed = Signal(object)  # EngineError
     unloaded = Signal()
-    # Never emitted here: a model with RPC workers runs in a child process, and the
-    # parent's engine.model_process.process emits it when that child loses a worker. Declared
-    # so LoadedModel offers the same signals whichever runs the model.
+    # Never emitted here: a model with RPC workers runs in a child process, whose parent
+    # (engine.model_process.process) emits it; declared to be ExecutorLike (SIGNALS).
     worker_lost = Signal(object)
     lost_worker = False  # likewise: only a model in a child process loses a worker
 
-    def __init__(
-        self,
-        plan: LoadPlan,
-        *,
-        force: bool = False,
-        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
-        speculation: SpeculationConfig | None = None,
-    ) -> None:
+    def __init__(self, order: LoadOrder) -> None:
         super().__init__()
+        self.plan = plan = order.plan
         self.setObjectName(f"hearth-executor-{plan.model.path.stem}")
-        self.plan = plan
         self.model_identity = model_identity(plan.model)  # stamped on every Completion's tokens
-        self.force = force
-        self.queue_capacity = queue_capacity
-        self.speculation = resolve_speculation(plan, speculation)
+        self.force = order.force
+        self.queue_capacity = order.queue_capacity
+        self.speculation = order.resolved_speculation()
         self.state = ExecutorState.LOADING
         self.load_error: EngineError | None = None
         self.reported_memory: ReportedMemory | None = None  # what llama.cpp said it allocated
@@ -134,21 +95,19 @@ class Executor(QThread):
         self._native: NativeModel | None = None
         self._speculator = Speculator(self.speculation, None, None)
         self._pool: SequencePool | None = None
-        self._planner = BatchPlanner()
         self._waiting: collections.deque[Waiting] = collections.deque()
         self._active: dict[int, ActiveRequest] = {}  # by sequence id
         self._logit_rows: dict[int, range] = {}  # rows the last batch left to sample, by sequence
-        # Sequences of a batch llama_decode failed: each runs alone until it passes or fails.
-        self._suspects: collections.deque[int] = collections.deque()
         self._counters = ServingCounters()
         # The CPU clocks when each request was admitted (by sequence): at its end, what other
         # programs used meanwhile goes in its Completion (``Completion.cpu``).
         self._cpu_at_admit: dict[int, CpuReading] = {}
         self._cores, self._cpus = physical_cores(), logical_cpus()
-        # Stop aborts the batch computing a cancelled request rather than wait for it: the
-        # request ids in the running token batch (read by ``cancel`` on other threads).
+        # Stop aborts the batch computing a cancelled request rather than wait for it (the
+        # step knows the request ids in the running token batch; ``cancel`` reads them).
         self._abort = DecodeAbort()
-        self._in_decode: frozenset[int] = frozenset()
+        hooks = StepHooks(lambda batch: self._decode(batch), self._fail, self._publish_prefill)
+        self._step = BatchStep(self._counters, self._abort, hooks)
         self.n_ctx = self.n_ctx_seq = self.n_batch = self.n_seq = 0
 
     @property
@@ -186,12 +145,12 @@ class Executor(QThread):
             except BaseException:
                 self._inbox.release()
                 raise
-        self._inbox.put(Submit(handle))
+        self._inbox.put(Submit(request, handle))
         return handle
 
     def cancel(self, request_id: int) -> None:
         self._inbox.put(Cancel(request_id))
-        if request_id in self._in_decode:
+        if request_id in self._step.in_decode:
             self._abort.request()
 
     def request_stats(self) -> Future:
@@ -213,7 +172,7 @@ class Executor(QThread):
     def request_unload(self) -> None:
         self._cancel_load.set()
         self._inbox.put(Unload())
-        if self._in_decode:
+        if self._step.in_decode:
             self._abort.request()
 
     # ------------------------------------------------------------------ executor thread
@@ -291,7 +250,10 @@ class Executor(QThread):
         """Apply every queued command; False once unloading was asked for."""
         while (command := self._inbox.get(IDLE_WAIT if block else 0)) is not None:
             block = False
+            # Every command put here was made by this executor's own methods: a Submit has
+            # its handle, an Observe or Measure its future (a child process's come tokened).
             if isinstance(command, Submit):
+                assert command.handle is not None
                 self._waiting.append(Waiting(command.handle, time.perf_counter()))
                 command.handle._publish(Queued(len(self._waiting)))
             elif isinstance(command, Cancel):
@@ -299,11 +261,13 @@ class Executor(QThread):
                     if item.handle.request_id == command.request_id:
                         item.cancelled = True
             elif isinstance(command, Observe):
+                assert command.future is not None
                 if command.future.set_running_or_notify_cancel():
                     command.future.set_result(self._stats())
             elif isinstance(command, Measure):
+                assert command.future is not None
                 if command.future.set_running_or_notify_cancel():
-                    self._measure(command)
+                    self._measure(command.request, command.future)
             elif isinstance(command, Unload):
                 return False
         return True
@@ -426,117 +390,14 @@ class Executor(QThread):
                 active.handle._publish(delta)
 
     def _run_batch(self) -> None:
-        t0 = time.perf_counter()
-        candidates = [c for a in self._active.values() if (c := a.progress.candidate()) is not None]
-        while self._suspects and self._suspects[0] not in self._active:
-            self._suspects.popleft()
-        if self._suspects:  # after a failed batch: one suspect alone until each has passed
-            alone = self._suspects.popleft()
-            candidates = [c for c in candidates if c.sequence_id == alone]
-        if not candidates:
-            return
         assert self._native is not None
-        plan = self._planner.plan(candidates, self.n_batch, self._native.n_outputs)
-        progress = {seq: a.progress for seq, a in self._active.items()}
-        if plan.media is not None:
-            # Its own step, before the token batch: an image evaluation leaves no logits
-            # behind, so it must not run between a decode and the sampling of its rows.
-            self._evaluate_media(plan.media, progress)
-        if not plan.work:
-            return
-        commit = BatchCommit.stage(plan.work, progress)
-        t1 = time.perf_counter()
-        assert self._native is not None and self._native.batch is not None
-        batch = self._native.batch
-        batch.clear()
-        for entry in commit.entries:
-            batch.add_run(entry.sequence_id, entry.position, entry.tokens, entry.logit_rows)
-        self._in_decode = frozenset(self._active[e.sequence_id].handle.request_id for e in commit.entries)
-        rc = self._decode(batch)
-        self._in_decode = frozenset()
-        aborted = self._abort.requested
-        self._abort.clear()
-        t2 = time.perf_counter()
-        if rc == ABORTED and aborted:
-            # Stopped for a cancel: the batch is undone and run again next tick without
-            # the cancelled request (read from the inbox first); nobody failed.
-            self._counters.ticks += 1
-            commit.discard()
-            for entry in commit.entries:
-                self._native.forget(entry.sequence_id, entry.position)
-            self._speculator.forget_failed_batch()
-            return
-        if rc != 0:
-            self._counters.ticks += 1
-            commit.discard()
-            self._decode_failed(rc, commit.entries)
-            return
-        self._logit_rows = commit.apply(progress)
-        for entry in commit.entries:
-            state = self._active[entry.sequence_id].speculation
-            if entry.kind is WorkKind.DECODE and entry.n_rows > 1 and state is not None:
-                state.in_flight = entry.tokens[1:]
-        now = time.perf_counter()
-        sequences = len({entry.sequence_id for entry in commit.entries})
-        self._counters.batch_ran(
-            BatchRecord(t0, now, plan.decode_rows, plan.prefill_rows, sequences), (t1 - t0) + (now - t2)
-        )
-        for entry in commit.entries:
-            if entry.kind is WorkKind.PREFILL:
-                self._publish_prefill(self._active[entry.sequence_id], now)
+        rows = self._step.run(self._native, self._active, self._speculator, self.n_batch)
+        if rows is not None:
+            self._logit_rows = rows
 
     def _decode(self, batch: NativeBatch) -> int:
         assert self._native is not None
         return self._native.decode(batch)
-
-    def _evaluate_media(self, work: BatchWork, progress: dict[int, SequenceProgress]) -> None:
-        native = self._native
-        assert native is not None and native.projector is not None
-        active = self._active[work.sequence_id]
-        self._abort.clear()  # a cancel read just after the last batch must not fail this image
-        commit = BatchCommit.stage_media(work, progress)
-        entry = commit.entries[0]
-        assert entry.media is not None
-        try:
-            new_n_past = native.projector.eval_media(
-                native.ctx, entry.media.identity, entry.position, entry.sequence_id, self.n_batch
-            )
-        except (ImageEvalFailed, ImageRejected) as exc:
-            commit.discard()
-            # Part of the image may be in the KV cache: drop it with the request.
-            native.forget(entry.sequence_id, entry.position)
-            self._fail(active, exc)
-            return
-        if new_n_past != entry.position + entry.media.native_positions:
-            log.warning(
-                "image advanced %d positions, expected %d",
-                new_n_past - entry.position,
-                entry.media.native_positions,
-            )
-        commit.apply(progress)
-        self._counters.media_ran()
-        self._publish_prefill(active, time.perf_counter(), force=True)
-
-    def _decode_failed(self, rc: int, entries: tuple[StagedWork, ...]) -> None:
-        """Undo the batch, then find whose work failed it without failing the others.
-
-        Each sequence's cells from this batch are removed (its progress never moved), so
-        the KV cache is as before the batch and every cached prefix survives. A batch of
-        one fails that request; a batch of several is retried one sequence per tick, and
-        only a sequence that fails alone is failed.
-        """
-        assert self._native is not None
-        log.warning("llama_decode returned %d for %d sequence(s)", rc, len(entries))
-        for entry in entries:
-            self._native.forget(entry.sequence_id, entry.position)
-        self._speculator.forget_failed_batch()
-        if len(entries) > 1:
-            self._suspects.extend(e.sequence_id for e in entries if e.sequence_id not in self._suspects)
-            return
-        active = self._active.get(entries[0].sequence_id)
-        if active is not None:
-            error = DecodeFailed(f"The model failed to evaluate this request (llama_decode returned {rc}).")
-            self._fail(active, error)
 
     # -- ending requests -----------------------------------------------------------
 
@@ -576,12 +437,9 @@ class Executor(QThread):
         if active.sampler is not None:
             active.sampler.free()
             active.sampler = None
-        self._release_media(active)
-        self._inbox.release()
-
-    def _release_media(self, active: ActiveRequest) -> None:
-        if self._native is not None and self._native.prompts is not None:
+        if self._native.prompts is not None:
             self._native.prompts.release(active.media)
+        self._inbox.release()
 
     def _end_waiting(self, waiting: Waiting, error: EngineError | None) -> None:
         """A request that never got a sequence: cancelled (error None) or refused."""
@@ -598,28 +456,24 @@ class Executor(QThread):
         while self._waiting:
             self._end_waiting(self._waiting.popleft(), error)
         for command in self._inbox.drain():
-            if isinstance(command, Submit):
+            if isinstance(command, Submit) and command.handle is not None:
                 self._inbox.release()
                 command.handle._publish(Failed(error))
-            elif isinstance(command, (Observe, Measure)) and command.future.set_running_or_notify_cancel():
+            elif (
+                isinstance(command, (Observe, Measure))
+                and command.future is not None
+                and command.future.set_running_or_notify_cancel()
+            ):
                 command.future.set_exception(error)
 
-    def _measure(self, command: Measure) -> None:
+    def _measure(self, request: ChatRequest, future: Future) -> None:
         native = self._native
-        if native is None:
-            command.future.set_exception(LoadFailed("No model is loaded."))
-            return
         try:
-            layout, _stops, media = native.prompts.build(command.request)
+            if native is None or native.prompts is None:
+                raise LoadFailed("No model is loaded.")
+            future.set_result(native.prompts.measure(request, self.n_ctx_seq))
         except EngineError as exc:
-            command.future.set_exception(exc)
-            return
-        except Exception as exc:  # a bug costs this answer, not the engine
-            log.exception("could not measure a prompt")
-            command.future.set_exception(EngineError(f"The prompt could not be measured: {exc}"))
-            return
-        native.prompts.release(media)
-        command.future.set_result(PromptSize(layout.native_positions, self.n_ctx_seq))
+            future.set_exception(exc)
 
     # -- events and stats ------------------------------------------------------------
 

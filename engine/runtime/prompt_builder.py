@@ -9,7 +9,7 @@ Executor thread only: tokenizing calls llama.cpp.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.base.errors import EngineError, ImageRejected, InvalidChatRequest
@@ -28,7 +28,7 @@ from engine.multimodal import (
     check_fits,
     check_message_images,
 )
-from engine.requests.request import ChatRequest, PromptTooLong
+from engine.requests.request import ChatRequest, PromptSize, PromptTooLong
 from engine.scheduler import MediaSegment, PromptLayout, TextSegment
 
 log = logging.getLogger("hearth.executor")
@@ -46,6 +46,11 @@ class PromptBuilder:
     n_ubatch: int
     projector: ProjectorRuntime | None = None
     has_vision: bool = False
+    # The last text prompt built, under what determines it (``prompt_key``): the window
+    # measures its draft after each typing pause, then sends that same conversation, whose
+    # admission then neither renders nor tokenizes it again. Text only: an image prompt
+    # holds native chunks of its own request.
+    _last: tuple[tuple, PromptLayout, tuple[str, ...]] | None = field(default=None, init=False, repr=False)
 
     def prepare(
         self, request: ChatRequest, n_ctx_seq: int
@@ -73,6 +78,19 @@ class PromptBuilder:
             raise
         return layout, stops, media
 
+    def measure(self, request: ChatRequest, n_ctx_seq: int) -> PromptSize:
+        """How many of a conversation's positions ``request``'s prompt takes, built exactly as
+        ``prepare`` would, and not run. Every failure is an ``EngineError``."""
+        try:
+            layout, _stops, media = self.build(request)
+        except EngineError:
+            raise
+        except Exception as exc:  # a bug costs this answer, not the engine
+            log.exception("could not measure a prompt")
+            raise EngineError(f"The prompt could not be measured: {exc}") from exc
+        self.release(media)
+        return PromptSize(layout.native_positions, n_ctx_seq)
+
     def build(
         self, request: ChatRequest
     ) -> tuple[PromptLayout, tuple[str, ...], tuple[TokenizedPrompt, ...]]:
@@ -80,6 +98,10 @@ class PromptBuilder:
         tokenized image prompts whose chunks it holds (released when it ends)."""
         import llama_cpp as ll
 
+        text_only = not any(m.images for m in request.messages)
+        key = prompt_key(request) if text_only else None
+        if key is not None and self._last is not None and self._last[0] == key:
+            return self._last[1], self._last[2], ()
         if request.prompt is not None:
             tokens = tokenize(self.vocab, request.prompt, add_special=True, parse_special=True)
             layout = PromptLayout.from_tokens(tokens)
@@ -103,6 +125,8 @@ class PromptBuilder:
             bos = ll.llama_vocab_bos(self.vocab)
             layout = PromptLayout.from_tokens([bos if bos >= 0 else 0])
         self._check_token_ids(layout)
+        if key is not None:
+            self._last = (key, layout, stops)
         return layout, stops, media
 
     def _check_token_ids(self, layout: PromptLayout) -> None:
@@ -178,3 +202,10 @@ class PromptBuilder:
         if self.projector is not None:
             for tokenized in media:
                 self.projector.release_prompt(tokenized)
+
+
+def prompt_key(request: ChatRequest) -> tuple:
+    """Everything of a request that its prompt layout and stop strings depend on (with the
+    loaded model's template and vocabulary): two requests with equal keys build the same
+    prompt. Compared, not hashed (tools are dicts); equal messages compare by identity first."""
+    return (request.prompt, request.messages, request.tools, request.assistant_prefix, request.stop)

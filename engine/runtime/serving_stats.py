@@ -14,7 +14,7 @@ import collections
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from engine.requests.request import EngineStats, SequenceStats, SlotState
+from engine.requests.stats import EngineStats, SequenceStats, SlotState
 from engine.scheduler import SequencePool, SequenceState
 
 RATE_WINDOW = 2.0  # seconds of batches behind the recent tokens/s and the batch fill

@@ -2,23 +2,21 @@
 
 ``engine.speculation.policy`` holds the policy (pure functions); this module applies it to the
 requests one executor serves. Each request that may draft carries a ``RequestSpeculation``
-(its acceptance estimate, slow-start cap and the drafts decoded last batch); the
-executor's ``Speculator`` proposes drafts for a tick's sequences (prompt lookup, or one
-batched call to the draft model) and verifies them against the sampled rows. Executor
-thread only: the draft model is native.
+(``engine.speculation.request_state``: its acceptance estimate, slow-start cap and the drafts
+decoded last batch); the executor's ``Speculator`` proposes drafts for a tick's sequences
+(prompt lookup, or one batched call to the draft model) and verifies them against the sampled
+rows. Executor thread only: the draft model is native.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from engine.requests.request import ChatRequest
+from engine.runtime.active_request import ActiveRequest
 from engine.scheduler import PromptLayout, TextSegment
 from engine.speculation.draft_model import DraftModel, DraftRequest
 from engine.speculation.policy import (
-    ACCEPTANCE_PRIOR,
     DraftCostModel,
     LookupIndex,
     SpeculationConfig,
@@ -29,22 +27,7 @@ from engine.speculation.policy import (
     update_acceptance,
     verify_rows,
 )
-
-if TYPE_CHECKING:
-    from engine.runtime.active_request import ActiveRequest
-
-
-@dataclass(eq=False)
-class RequestSpeculation:
-    """One request's drafting state."""
-
-    lookup: LookupIndex | None = None  # prompt lookup: the request's n-gram index
-    prompt_ids: tuple[int, ...] | None = None  # draft model: the prompt's ids (text only)
-    in_flight: tuple[int, ...] = ()  # drafts decoded in the last batch, to verify
-    accept_p: float = ACCEPTANCE_PRIOR  # estimated chance that the next draft is accepted
-    draft_cap: int = 2  # slow start: how many drafts the next verification may have
-    drafted: int = 0
-    accepted: int = 0
+from engine.speculation.request_state import RequestSpeculation
 
 
 class Speculator:

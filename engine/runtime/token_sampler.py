@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine.base.errors import EngineError, InvalidChatRequest
-from engine.requests.request import TokenLogprob, TopLogprob
+from engine.requests.completion import TokenLogprob, TopLogprob
 from engine.sampling.params import SamplingParams, build_chain, free_chain
 
 _CANDIDATE = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # llama_token_data

@@ -1,4 +1,5 @@
-"""Speculative decoding: the pure policy (drafts, acceptance, cost) and the draft model.
+"""Speculative decoding: the pure policy (drafts, acceptance, cost), one request's drafting
+state and the draft model.
 """
 
 from engine.base.lazy import lazy_exports
@@ -23,6 +24,7 @@ _EXPORTS = {
     "relax_acceptance": "policy",
     "update_acceptance": "policy",
     "verify_rows": "policy",
+    "RequestSpeculation": "request_state",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,7 +11,8 @@ from engine.chat import ChatMessage, tokenize
 from engine.loaded_model import Engine, LoadedModel
 from engine.native.backend import ensure_backend
 from engine.native.batch import NativeBatch
-from engine.requests.request import ChatRequest, StopReason
+from engine.requests.completion import StopReason
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 

@@ -8,7 +8,8 @@ import pytest
 
 from engine.chat import ChatMessage
 from engine.loaded_model import Engine
-from engine.requests.request import ChatRequest, StopReason
+from engine.requests.completion import StopReason
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 

@@ -26,7 +26,9 @@ from engine.chat import (
 )
 from engine.chat.tool_calls import collect_output
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests.request import ChatRequest, Completion, StopReason, TextDelta
+from engine.requests.completion import Completion, StopReason
+from engine.requests.events import TextDelta
+from engine.requests.request import ChatRequest
 from engine.sampling.grammar import grammar_from_json_schema
 from engine.sampling.params import GREEDY, SamplingParams
 from tests.conftest import plan_for

@@ -112,7 +112,7 @@ def test_split_over_two_workers_matches_local_and_the_plan(workers: list[Worker]
     progress: list[tuple[LoadPhase, float]] = []
     # Constructed, connected, then started, as the window does (model_session.py): the
     # phases come from the child process that runs the split model, none is missed.
-    split = LoadedModel(plan)
+    split = Engine.load(plan, start=False)
     direct = Qt.ConnectionType.DirectConnection
     split.phase_started.connect(phases.append, direct)
     split.phase_progress.connect(lambda phase, fraction: progress.append((phase, fraction)), direct)
@@ -289,10 +289,10 @@ def test_the_window_session_drops_a_model_whose_worker_died_and_loads_the_next(q
         qtbot.waitUntil(lambda: session.state is SessionState.READY, timeout=TIMEOUT * 1000)
         model = session.model
         assert model is not None
-        deltas: list[str] = []
+        deltas: list = []
         handle = model.submit(
             ChatRequest(prompt="Once upon a time", sampling=GREEDY, max_tokens=4000, ignore_eos=True),
-            connect=lambda h: h.delta.connect(deltas.append),
+            connect=lambda h: h.text_delta.connect(deltas.append),
         )
         qtbot.waitUntil(lambda: bool(deltas), timeout=TIMEOUT * 1000)
         b.process.kill()

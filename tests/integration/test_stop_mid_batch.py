@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.chat import ChatMessage
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests.request import ChatMessage, ChatRequest, Completed, Prefill, StopReason
+from engine.requests.completion import StopReason
+from engine.requests.events import Completed, Prefill
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 

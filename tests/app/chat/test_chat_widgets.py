@@ -39,7 +39,7 @@ from app.chat.markdown import OpenFence, scan_blocks, stable_prefix_end
 from app.chat.message_view import DOTS_REST_WHILE_TEXT_S
 from app.chat.streaming_render import CODE_PIECE_LINES
 from engine.chat import Role
-from engine.requests.request import Completion, StopReason, Timings, Usage
+from engine.requests.completion import Completion, StopReason, Timings, Usage
 from tests.helpers import footer_point, show_widget
 
 CODE_REPLY = "Here:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone."

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.chat import QueueWait, ReplyStats
 from app.conversation.reply_in_flight import ReplyInFlight, ReplyStage, why_waiting
-from engine.requests.request import Completion, StopReason, Timings, Usage
+from engine.requests.completion import Completion, StopReason, Timings, Usage
 
 
 def queued_completion(queued: float, ttft: float = 0.4) -> Completion:

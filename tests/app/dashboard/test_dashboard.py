@@ -25,7 +25,8 @@ from app.dashboard.view import BUSY_INTERVAL_MS, BUSY_REDRAW_S, MIN_WIDTH, PREFE
 from engine.machine.hardware import GpuInfo, HardwareSnapshot
 from engine.machine.telemetry import GpuSample, Telemetry, TelemetrySample
 from engine.native.llama_log import ReportedMemory
-from engine.requests.request import ChatRequest, EngineStats, SequenceStats, SlotState
+from engine.requests.request import ChatRequest
+from engine.requests.stats import EngineStats, SequenceStats, SlotState
 from tests.conftest import SCRIPT, plan_for
 
 GIB = 1024**3

@@ -29,7 +29,7 @@ from engine import (
     list_models,
     normalize_base_url,
 )
-from engine.requests.request import Event, Started
+from engine.requests.events import Event, Started
 from tests.api_support import Serve, ServerThread, active_sequences, load, wait_until
 from tests.conftest import SCRIPT_TEXT
 

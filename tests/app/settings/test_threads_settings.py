@@ -26,7 +26,7 @@ from engine.catalog import inspect_model
 from engine.machine.cpu_load import CpuContention, CpuMeter, CpuReading
 from engine.machine.hardware import HardwareSnapshot, described_machine
 from engine.machine.telemetry import TelemetrySample
-from engine.requests.request import Completion, Timings, Usage
+from engine.requests.completion import Completion, Timings, Usage
 from tests.helpers import WAIT, add_and_select, open_window, show_widget
 
 GIB = 1024**3

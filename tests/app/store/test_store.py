@@ -26,7 +26,7 @@ from app.store.history import (
 )
 from engine.base.errors import EngineError
 from engine.chat import ChatMessage, Role
-from engine.requests.request import StopReason
+from engine.requests.completion import StopReason
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00fake png body" * 8
 JPEG = b"\xff\xd8\xff\xe0" + b"\x01fake jpeg body" * 8

@@ -29,25 +29,13 @@ from engine.base.errors import (
 )
 from engine.chat import ChatMessage
 from engine.model_process.process import ModelProcess
-from engine.model_process.protocol import Answer, AskMeasure, RequestEvent, Start, SubmitRequest
+from engine.model_process.protocol import ChildAnswer, ChildEvent, ChildSignal
 from engine.planner import LoadPhase
-from engine.requests.request import (
-    ChatRequest,
-    Completed,
-    Completion,
-    Failed,
-    Prefill,
-    PromptSize,
-    Queued,
-    Started,
-    StopReason,
-    TextDelta,
-    Timings,
-    TokenLogprob,
-    TopLogprob,
-    Usage,
-)
-from engine.runtime.executor import ExecutorState
+from engine.requests.completion import Completion, StopReason, Timings, TokenLogprob, TopLogprob, Usage
+from engine.requests.events import Completed, Failed, Prefill, Queued, Started, TextDelta
+from engine.requests.request import ChatRequest, PromptSize
+from engine.runtime.commands import Measure, Observe, Submit
+from engine.runtime.surface import ExecutorState, LoadOrder
 from engine.sampling.params import GREEDY, SamplingParams
 from engine.speculation.policy import SpeculationConfig
 from tests.conftest import SCRIPT_TEXT, plan_for
@@ -107,7 +95,7 @@ def test_requests_events_and_answers_round_trip(tiny_model: Path) -> None:
         owner="conv-1",
         tools=({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},),
     )
-    assert round_trip(SubmitRequest(request)) == SubmitRequest(request)
+    assert round_trip(Submit(request)) == Submit(request)  # the executor's own command
     assert round_trip(request).request_id == request.request_id  # events come back under it
     logprob = TokenLogprob("a", -0.5, b"a", (TopLogprob("a", -0.5, b"a"), TopLogprob("b", -1.5, b"b")))
     completion = Completion(
@@ -130,7 +118,7 @@ def test_requests_events_and_answers_round_trip(tiny_model: Path) -> None:
         Failed(WorkerUnavailable("Lost the worker at 127.0.0.1:1")),
     ]
     for event in events:
-        back = round_trip(RequestEvent(request.request_id, event))
+        back = round_trip(ChildEvent(request.request_id, event))
         assert type(back.event) is type(event)
         if isinstance(event, Failed):
             assert (
@@ -138,16 +126,20 @@ def test_requests_events_and_answers_round_trip(tiny_model: Path) -> None:
                 and back.event.error.message == event.error.message
             )
         else:
-            assert back == RequestEvent(request.request_id, event)
-    assert round_trip(Answer(1, PromptSize(5, 10))) == Answer(1, PromptSize(5, 10))
-    assert round_trip(AskMeasure(2, request)) == AskMeasure(2, request)
+            assert back == ChildEvent(request.request_id, event)
+    assert round_trip(ChildAnswer(1, PromptSize(5, 10))) == ChildAnswer(1, PromptSize(5, 10))
+    assert round_trip(Measure(request, token=2)) == Measure(request, token=2)
+    assert round_trip(Observe(token=3)).token == 3
+    assert round_trip(ChildSignal("phase_progress", (LoadPhase.WEIGHTS, 0.5))) == ChildSignal(
+        "phase_progress", (LoadPhase.WEIGHTS, 0.5)
+    )
     plan = plan_for(tiny_model, ctx=256, parallel=2)
-    start = Start(plan, False, 8, SpeculationConfig())
-    assert round_trip(start) == start
+    order = LoadOrder(plan, False, 8, SpeculationConfig())
+    assert round_trip(order) == order
 
 
 def child(plan, **kwargs: object) -> ModelProcess:
-    process = ModelProcess(plan, **kwargs)  # type: ignore[arg-type]
+    process = ModelProcess(LoadOrder(plan, **kwargs))  # type: ignore[arg-type]
     process.start()
     return process
 
@@ -172,12 +164,16 @@ def events_of(process: ModelProcess) -> dict[str, list]:
 
 def test_a_model_in_a_child_serves_as_a_local_one(scripted_model: Path) -> None:
     plan = plan_for(scripted_model, ctx=512, parallel=2)
-    process = ModelProcess(plan)
+    process = ModelProcess(LoadOrder(plan))
     seen = events_of(process)
     process.start()
     process.wait_ready(TIMEOUT)
     pid = process.pid
     assert pid is not None and psutil.pid_exists(pid) and pid != os.getpid()
+    # ``ready`` is emitted on the reader thread just after ``wait_ready`` was released.
+    deadline = time.monotonic() + 5
+    while not seen["ready"] and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert process.state is ExecutorState.READY and seen["ready"] == [True]
     assert LoadPhase.WEIGHTS in seen["phases"] and seen["progress"]
     assert process.reported_memory is not None and process.reported_memory.model  # llama.cpp's own lines
@@ -207,7 +203,7 @@ def test_a_model_in_a_child_serves_as_a_local_one(scripted_model: Path) -> None:
 
 
 def test_a_child_killed_mid_reply_fails_every_pending_request(looping_model: Path) -> None:
-    process = ModelProcess(plan_for(looping_model, ctx=4096, parallel=1))
+    process = ModelProcess(LoadOrder(plan_for(looping_model, ctx=4096, parallel=1)))
     seen = events_of(process)
     process.start()
     process.wait_ready(TIMEOUT)
@@ -240,7 +236,7 @@ def test_a_load_failure_in_the_child_comes_back_as_load_failed(make_tiny_model) 
     path = make_tiny_model("changed.gguf")
     plan = plan_for(path, ctx=256, parallel=1)
     make_tiny_model("changed.gguf", n_layer=3)  # the file changed since it was planned
-    process = ModelProcess(plan)
+    process = ModelProcess(LoadOrder(plan))
     seen = events_of(process)
     process.start()
     with pytest.raises(LoadFailed, match="changed since it was planned"):
@@ -255,8 +251,9 @@ PARENT = """
 import sys, time
 from pathlib import Path
 from engine.model_process.process import ModelProcess
+from engine.runtime.surface import LoadOrder
 from tests.conftest import plan_for
-model = ModelProcess(plan_for(Path(sys.argv[1]), ctx=256, parallel=1))
+model = ModelProcess(LoadOrder(plan_for(Path(sys.argv[1]), ctx=256, parallel=1)))
 model.start()
 model.wait_ready(60)
 print(model.pid, flush=True)

@@ -17,7 +17,9 @@ from engine.loaded_model import Engine, LoadedModel
 from engine.machine.hardware import take_snapshot
 from engine.multimodal import DecodedImage, ProjectorRuntime, load_image
 from engine.planner import LoadPhase, LoadRequest, plan_load
-from engine.requests.request import ChatRequest, Prefill, StopReason
+from engine.requests.completion import StopReason
+from engine.requests.events import Prefill
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 

@@ -313,7 +313,7 @@ def test_the_installed_build_has_a_stamp_without_amx():
     objdump = shutil.which("objdump")
     if objdump is None:
         return
-    from engine.native.probe import llama_lib_dir
+    from engine.native.lib_dir import llama_lib_dir
 
     for lib in (llama_lib_dir() or Path()).glob("libggml-cpu*.so"):
         listing = subprocess.run([objdump, "-d", str(lib)], capture_output=True, text=True).stdout

@@ -23,18 +23,10 @@ from engine.base.errors import (
 from engine.chat import ChatMessage
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
-from engine.requests.request import (
-    ChatRequest,
-    Completed,
-    DecodeFailed,
-    Prefill,
-    PromptTooLong,
-    Queued,
-    SlotState,
-    Started,
-    StopReason,
-    TextDelta,
-)
+from engine.requests.completion import StopReason
+from engine.requests.events import Completed, DecodeFailed, Prefill, Queued, Started, TextDelta
+from engine.requests.request import ChatRequest, PromptTooLong
+from engine.requests.stats import SlotState
 from engine.sampling.params import GREEDY, SamplingParams
 from tests.conftest import SCRIPT_TEXT, plan_for
 
@@ -497,7 +489,7 @@ def test_batch_fill_and_rates_follow_what_is_decoding(looping: LoadedModel) -> N
 
 
 def test_load_reports_each_phase_in_order(qtbot, tiny_model: Path) -> None:
-    model = LoadedModel(plan_for(tiny_model))
+    model = Engine.load(plan_for(tiny_model), start=False)
     started: list[LoadPhase] = []
     finished: list[tuple[LoadPhase, float]] = []
     model.phase_started.connect(started.append)
@@ -522,7 +514,7 @@ def test_a_failed_load_reports_a_typed_error(tmp_path: Path, tiny_model: Path) -
 
 
 def test_cancelled_load(tiny_model: Path) -> None:
-    model = LoadedModel(plan_for(tiny_model))
+    model = Engine.load(plan_for(tiny_model), start=False)
     model.cancel_load()
     model.start()
     with pytest.raises(Cancelled):

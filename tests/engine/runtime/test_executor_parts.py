@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.base.errors import Overloaded
-from engine.requests.request import SlotState
+from engine.requests.stats import SlotState
 from engine.runtime.commands import Cancel, Inbox, Unload
 from engine.runtime.serving_stats import RATE_WINDOW, ActiveSlot, BatchRecord, ServingCounters
 from engine.scheduler import PromptLayout, SequencePool

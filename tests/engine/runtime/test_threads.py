@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from engine.catalog import inspect_model
+from engine.chat import ChatMessage
 from engine.loaded_model import Engine
 from engine.machine.cpu_load import (
     CpuContention,
@@ -26,7 +27,8 @@ from engine.machine.cpu_load import (
 from engine.machine.hardware import described_machine, take_snapshot, with_cpu_load
 from engine.machine.telemetry import Telemetry
 from engine.planner import MAX_THREADS, InvalidLoadRequest, LoadRequest, plan_load
-from engine.requests.request import ChatMessage, ChatRequest, StopReason
+from engine.requests.completion import StopReason
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY
 from tests.conftest import plan_for
 

@@ -33,7 +33,9 @@ from engine.chat import (
 )
 from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 from engine.loaded_model import Engine, LoadedModel
-from engine.requests.request import ChatRequest, Completed, Failed, StopReason, TextDelta
+from engine.requests.completion import StopReason
+from engine.requests.events import Completed, Failed, TextDelta
+from engine.requests.request import ChatRequest
 from engine.runtime.token_sampler import GrammarStuck, SamplerHost
 from engine.sampling.grammar import Grammar, grammar_from_json_schema
 from engine.sampling.params import GREEDY, SamplingParams

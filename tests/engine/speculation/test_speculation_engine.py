@@ -13,7 +13,9 @@ from engine.chat import ChatMessage
 from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 from engine.loaded_model import Engine, LoadedModel
 from engine.planner import LoadPhase
-from engine.requests.request import ChatRequest, StopReason, TextDelta
+from engine.requests.completion import StopReason
+from engine.requests.events import TextDelta
+from engine.requests.request import ChatRequest
 from engine.sampling.params import GREEDY, SamplingParams
 from engine.speculation.policy import DraftCostModel, SpeculationConfig, SpeculationMode
 from tests.conftest import plan_for
@@ -167,7 +169,7 @@ def test_incompatible_draft_is_refused_before_anything_native(
 ) -> None:
     other = write_tiny_text_model(tmp_path / "other-vocab.gguf", TinyTextSpec(n_extra_words=100))
     plan = plan_for(tiny_model, draft=inspect_model(other))
-    model = LoadedModel(plan)
+    model = Engine.load(plan, start=False)
     started: list[LoadPhase] = []
     model.phase_started.connect(started.append)
     with qtbot.waitSignal(model.load_failed, timeout=TIMEOUT * 1000) as failure:
