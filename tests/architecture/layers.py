@@ -32,7 +32,6 @@ PURE_MAY_REACH = ("engine.base",)
 KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
     {
         frozenset({"app.cli.commands", "app.cli.hub"}),  # hub borrows commands' _print_json
-        frozenset({"engine.native.backend", "engine.native.probe"}),  # both deferred
     }
 )
 
@@ -247,7 +246,6 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.requests",
             "engine.rpc",
             "engine.runtime",
-            "engine.speculation",
         },
         "engine.multimodal": {"engine.base", "engine.catalog", "engine.native", "engine.scheduler"},
         # native.model imports runtime's prompt builder and token sampler; the probe a tiny model
