@@ -3,7 +3,7 @@
 Everything that touches the native library's process-wide state lives here: the backend
 (``backend``), the compile (``build``, a stdlib-only script ``make`` runs before install), the
 child-process probes (``probe``, ``model_check``, their ``verdict_cache``), the log router, and
-the per-model handles (``model``, ``batch``, ``context_params``, ``abort``).
+the pieces a loaded model's handles are made of (``batch``, ``context_params``, ``abort``).
 """
 
 from engine.base.lazy import lazy_exports
@@ -33,7 +33,6 @@ _EXPORTS = {
     "get_router": "llama_log",
     "most_specific_error": "llama_log",
     "parse_buffer_sizes": "llama_log",
-    "NativeModel": "model",
     "ModelVerdict": "model_check",
     "check_files": "model_check",
     "check_model_file": "model_check",

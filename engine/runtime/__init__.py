@@ -6,6 +6,7 @@ Only code in this package calls llama.cpp for a loaded model, and only on the ex
 from engine.base.lazy import lazy_exports
 
 _EXPORTS = {
+    "NativeModel": "native_model",
     "Cancel": "commands",
     "Inbox": "commands",
     "Unload": "commands",

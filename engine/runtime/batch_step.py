@@ -19,9 +19,9 @@ from engine.base.errors import EngineError, ImageRejected
 from engine.multimodal import ImageEvalFailed
 from engine.native.abort import DecodeAbort
 from engine.native.batch import NativeBatch
-from engine.native.model import NativeModel
 from engine.requests.events import DecodeFailed
 from engine.runtime.active_request import ActiveRequest
+from engine.runtime.native_model import NativeModel
 from engine.runtime.serving_stats import BatchRecord, ServingCounters
 from engine.runtime.speculator import Speculator
 from engine.scheduler import BatchCommit, BatchPlanner, BatchWork, SequenceProgress, StagedWork, WorkKind

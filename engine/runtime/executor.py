@@ -36,7 +36,6 @@ from engine.native.abort import DecodeAbort
 from engine.native.backend import require_backend
 from engine.native.batch import NativeBatch
 from engine.native.llama_log import LogLevel, ReportedMemory, capture_llama_logs, parse_buffer_sizes
-from engine.native.model import NativeModel
 from engine.requests.completion import Completion, StopReason, Timings, Usage
 from engine.requests.events import Completed, DecodeFailed, Failed, Queued
 from engine.requests.handle import RequestHandle
@@ -46,6 +45,7 @@ from engine.runtime.active_request import ActiveRequest
 from engine.runtime.batch_step import BatchStep, StepHooks
 from engine.runtime.commands import Cancel, Inbox, Measure, Observe, Submit, Unload, Waiting
 from engine.runtime.loader import LoadHooks, ModelLoader, load_error
+from engine.runtime.native_model import NativeModel
 from engine.runtime.serving_stats import ActiveSlot, ServingCounters
 from engine.runtime.speculator import Speculator
 from engine.runtime.surface import ExecutorState, LoadOrder

@@ -20,9 +20,9 @@ from engine.multimodal import ProjectorRuntime
 from engine.native.batch import NativeBatch
 from engine.native.context_params import context_params
 from engine.native.llama_log import LogLine, most_specific_error
-from engine.native.model import NativeModel
 from engine.native.model_check import require_loadable
 from engine.planner import LoadPhase, LoadPlan, cells_per_sequence
+from engine.runtime.native_model import NativeModel
 from engine.runtime.prompt_builder import PromptBuilder
 from engine.runtime.token_sampler import SamplerHost
 from engine.speculation.draft_model import DraftModel, check_draft_compatible
