@@ -146,7 +146,7 @@ def api_case(app, model: Path, root: Path) -> dict[str, object]:
     """The chats, plus API streams served from the window's qasync loop to another process."""
     import qasync
 
-    from app.services.local_server import ServerStatus
+    from app.state.serving import ServerStatus
 
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)

@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QWidget
 
 from app.chat import MessageView
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
 from app.settings.key_vault import KeyVault
+from app.state.session import SessionState
 from app.window.main_window import MainWindow
 from engine.chat import Role
 from engine.machine.hardware import HardwareSnapshot

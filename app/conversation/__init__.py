@@ -8,7 +8,6 @@ _EXPORTS = {
     "context_fix": "context_fix",
     "ChatController": "controller",
     "NO_MODEL": "controller",
-    "ModelChoice": "model_chooser",
     "ModelChooser": "model_chooser",
     "ReplyInFlight": "reply_in_flight",
     "ReplyStage": "reply_in_flight",

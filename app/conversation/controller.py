@@ -42,8 +42,9 @@ from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.conversation.presentation import view_message
 from app.conversation.reply_in_flight import ReplyInFlight, ReplyStage, why_waiting
 from app.conversation.thinking import ReplySplit
-from app.services.model_session import ModelSession, SessionState
+from app.services.model_session import ModelSession
 from app.settings.preferences import Preferences
+from app.state.session import SessionState
 from app.store.history import Conversation, ImageRef, Message, NotFound, ReplyModel, Store
 from app.store.history import MessageState as StoredState
 from engine import (

@@ -5,18 +5,10 @@ frees its memory."""
 
 from __future__ import annotations
 
-import enum
-
 from PySide6.QtCore import QObject, Signal
 
+from app.state.session import SessionState
 from engine import ChatModel, EngineError, LoadedModel, LoadPhase, LoadPlan, RemoteModel, SpeculationConfig
-
-
-class SessionState(enum.Enum):
-    EMPTY = "empty"
-    LOADING = "loading"
-    READY = "ready"
-    FAILED = "failed"
 
 
 class ModelSession(QObject):

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.model_session import SessionState
 from app.settings.load_settings import MAX_CONTEXT, first_request
+from app.state.session import SessionState
 from app.widgets.context_spin import ContextSpinBox
 from app.widgets.load_progress import LoadProgress
 from app.widgets.memory_bar import MemoryBar

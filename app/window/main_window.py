@@ -38,19 +38,22 @@ from app.chat.lexer_warmup import warm_lexers_when_idle
 from app.chat.model_picker import PICKER_SHORTCUT, ModelPickerPopup
 from app.conversation.context_fix import context_fix
 from app.conversation.controller import ChatController
-from app.conversation.model_chooser import ModelChoice, ModelChooser
+from app.conversation.model_chooser import ModelChooser
 from app.dashboard import DashboardView
 from app.platform.paths import AppPaths
 from app.services.discover import DiscoverController
 from app.services.library import LibraryController
-from app.services.local_server import LocalServer, ServerStatus
-from app.services.model_session import ModelSession, SessionState
+from app.services.local_server import LocalServer
+from app.services.model_session import ModelSession
 from app.services.remote_servers import RemoteServers
 from app.services.workers import WorkerRegistry
 from app.settings.key_vault import KeyVault
 from app.settings.load_settings import request_from_dict, request_to_dict, settings_key
 from app.settings.preferences import Preferences
 from app.settings.recent_folder import RecentFolder
+from app.state.choices import ModelChoice
+from app.state.serving import ServerStatus
+from app.state.session import SessionState
 from app.store.history import ReplyModel, Store
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
@@ -60,13 +63,13 @@ from app.widgets.model_panel import ModelPanel
 from app.widgets.nav_rail import NavRail, Page
 from app.widgets.remote_panel import RemotePanel
 from app.widgets.server_panel import ServerPanel
-from app.widgets.settings_apply import install_preferences, open_settings_dialog
 from app.widgets.settings_dialog import SettingsDialog, SettingsPage
 from app.window.chats_page import ChatsPage
 from app.window.discover_page import DiscoverPage
 from app.window.geometry import PREFERRED_SIZE, first_geometry, fit_to_screen, screen_room
 from app.window.models_page import ModelsPage
 from app.window.quit_prompt import confirm_quit
+from app.window.settings_apply import install_preferences, open_settings_dialog
 from app.wording.presenters import BASE_MODEL_BADGE
 from engine import (
     EngineError,

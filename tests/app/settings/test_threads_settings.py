@@ -16,8 +16,8 @@ from app.cli.commands import run_cli
 from app.dashboard import metrics as m
 from app.dashboard.view import DashboardView, cpu_summary
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
 from app.settings.load_settings import request_from_dict, request_to_dict, settings_key
+from app.state.session import SessionState
 from app.widgets.model_panel import ModelPanel
 from app.window.main_window import MainWindow
 from engine import MAX_THREADS, LoadRequest, Role, StopReason

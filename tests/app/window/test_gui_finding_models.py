@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QScrollArea
 
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
+from app.state.session import SessionState
 from app.widgets.badge_delegate import BADGE_ROLE
 from app.widgets.library_panel import COLUMNS, PARAMETERS_COLUMN, SIZE_COLUMN, LibraryPanel
 from app.widgets.nav_rail import Page
