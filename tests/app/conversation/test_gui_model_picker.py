@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 
 from app.chat import MessageAction, MessageState
 from app.chat.model_picker import CHOICE_ROLE, PICKER_SHORTCUT
-from app.conversation.controller import NO_MODEL
+from app.conversation.refusals import NO_MODEL
 from app.platform.paths import AppPaths
 from app.settings.key_vault import KeyVault
 from app.settings.load_settings import request_from_dict, settings_key
