@@ -74,11 +74,11 @@ class Probe:
 
 
 def open_window(app, root: Path, model: Path, parallel: int):
+    from app.application import build_window
     from app.platform.paths import resolve_paths
-    from app.window.main_window import MainWindow
 
     paths = resolve_paths(root / "data", root / "models").ensure()
-    window = MainWindow(paths)
+    window = build_window(paths)
     window.resize(1400, 900)
     window.show()
     window.start()

@@ -6,6 +6,7 @@ state values are in ``app.state``.
 from engine import lazy_exports
 
 _EXPORTS = {
+    "Services": "bundle",
     "DiscoverController": "discover",
     "QuantPlan": "discover",
     "SummaryRow": "discover",
