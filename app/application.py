@@ -1,10 +1,12 @@
-"""Start the GUI: a QApplication driven by a qasync event loop, and the main window."""
+"""Start the GUI: a QApplication driven by a qasync event loop, the services built in order
+(``build_services``, read top to bottom), and the main window given them."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
@@ -12,6 +14,20 @@ from PySide6.QtWidgets import QApplication
 from app.platform.gui_garbage import GuiThreadCollector
 from app.platform.paths import AppPaths
 from app.platform.resources import resource_path
+from app.services.bundle import Services
+from app.services.discover import DiscoverController
+from app.services.library import LibraryController
+from app.services.local_server import LocalServer
+from app.services.model_session import ModelSession
+from app.services.remote_servers import RemoteServers
+from app.services.workers import WorkerRegistry
+from app.settings.key_vault import KeyVault
+from app.settings.recent_folder import RecentFolder
+from app.store.history import Store
+from engine import HardwareSnapshot
+
+if TYPE_CHECKING:
+    from app.window.main_window import MainWindow
 
 APP_ID = "io.hearth.Hearth"
 
@@ -27,6 +43,41 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     if getattr(app, "garbage", None) is None:
         app.garbage = GuiThreadCollector(app)  # type: ignore[attr-defined]
     return app  # type: ignore[return-value]
+
+
+def build_services(
+    paths: AppPaths, hardware: HardwareSnapshot | None = None, keys: KeyVault | None = None
+) -> Services:
+    """The app's long-lived services, each after what it needs. ``hardware``: the machine as
+    measured (None: the window measures it when it starts); ``keys``: where remote servers'
+    API keys go (the system keyring when None). None has a parent yet: the window takes them."""
+    store = Store(paths.database_file)  # conversations and settings
+    session = ModelSession()  # the one model that answers chats
+    library = LibraryController(paths.library_file, default_folders=(paths.models_dir,))
+    recent_folder = RecentFolder(store, paths.models_dir)  # where the file dialogs open
+    remote_servers = RemoteServers(store, keys or KeyVault.system())
+    workers = WorkerRegistry(paths.workers_file)  # RPC workers a model may be split over
+    session.model_ready.connect(lambda model: workers.set_in_use(model.plan.workers))
+    session.model_unloaded.connect(lambda: workers.set_in_use(()))
+    discover = DiscoverController(paths, hardware)  # the Hub: search, plans, downloads
+    # The Local server: the OpenAI-compatible API serving whatever model is loaded.
+    local_server = LocalServer(store, lambda: session.model)
+    return Services(
+        paths, hardware, store, session, library, recent_folder,
+        remote_servers, workers, discover, local_server,
+    )  # fmt: skip
+
+
+def build_window(
+    paths: AppPaths,
+    hardware: HardwareSnapshot | None = None,
+    telemetry: object | None = None,
+    keys: KeyVault | None = None,
+) -> MainWindow:
+    """The main window on ``paths``, with its services built (not yet shown or started)."""
+    from app.window.main_window import MainWindow
+
+    return MainWindow(build_services(paths, hardware, keys), telemetry)
 
 
 def freeze_startup_heap() -> None:
@@ -48,7 +99,6 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
     from PySide6.QtWidgets import QMessageBox
 
     from app.platform.single_instance import InstanceServer, ask_running_to_raise
-    from app.window.main_window import MainWindow
 
     app = create_application()
     paths.ensure()
@@ -66,7 +116,7 @@ def run_gui(paths: AppPaths, load: Path | None = None, send: str | None = None) 
         return 1
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
-    window = MainWindow(paths)
+    window = build_window(paths)
     instance = InstanceServer(paths.data_dir)
     instance.raise_requested.connect(window.bring_forward)
     instance.listen()

@@ -159,16 +159,15 @@ def child_window(path: Path, tokens: int, dashboard: bool, profile: Path | None 
 
     import qasync
 
-    from app.application import create_application
+    from app.application import build_window, create_application
     from app.chat import SamplingSettings
     from app.platform.paths import resolve_paths
-    from app.window.main_window import MainWindow
 
     app = create_application()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     root = Path(tempfile.mkdtemp(prefix="hearth-gui-decode-"))
-    window = MainWindow(resolve_paths(root / "data", root / "models").ensure())
+    window = build_window(resolve_paths(root / "data", root / "models").ensure())
     window.resize(1400, 900)
     window.show()
     window.start()

@@ -74,11 +74,11 @@ class Probe:
 
 
 def open_window(app, root: Path, model: Path, parallel: int):
+    from app.application import build_window
     from app.platform.paths import resolve_paths
-    from app.window.main_window import MainWindow
 
     paths = resolve_paths(root / "data", root / "models").ensure()
-    window = MainWindow(paths)
+    window = build_window(paths)
     window.resize(1400, 900)
     window.show()
     window.start()
@@ -146,7 +146,7 @@ def api_case(app, model: Path, root: Path) -> dict[str, object]:
     """The chats, plus API streams served from the window's qasync loop to another process."""
     import qasync
 
-    from app.services.local_server import ServerStatus
+    from app.state.serving import ServerStatus
 
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)

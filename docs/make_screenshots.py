@@ -195,9 +195,9 @@ def event_pumps(app):
 
 
 def started_window(paths):  # -> MainWindow, shown at the first size and started
-    from app.window.main_window import MainWindow
+    from app.application import build_window
 
-    window = MainWindow(paths)
+    window = build_window(paths)
     window.resize(*SIZES[0])
     window.show()
     window.start()
@@ -290,9 +290,9 @@ def first_minutes() -> None:
         picture.save(str(OUT / f"{name}.png"))
         print("wrote", OUT / f"{name}.png", flush=True)
 
-    from app.window.main_window import MainWindow
+    from app.application import build_window
 
-    window = MainWindow(paths)
+    window = build_window(paths)
     Preferences(window.store).set_load_last_model(False)
     window.show()
     window.start()

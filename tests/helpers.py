@@ -11,10 +11,11 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QWidget
 
+from app.application import build_window
 from app.chat import MessageView
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
 from app.settings.key_vault import KeyVault
+from app.state.session import SessionState
 from app.window.main_window import MainWindow
 from engine.chat import Role
 from engine.machine.hardware import HardwareSnapshot
@@ -38,7 +39,7 @@ def open_window(
 ) -> MainWindow:
     """A shown, started main window on ``paths``, once its library scan has finished;
     ``keys``: where remote servers' keys go (the system keyring when None)."""
-    window = MainWindow(paths, hardware=hardware, keys=keys)
+    window = build_window(paths, hardware=hardware, keys=keys)
     qtbot.addWidget(window)
     window.show()
     window.start()

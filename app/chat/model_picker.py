@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.conversation.model_chooser import ModelChoice
+from app.state.choices import ModelChoice
 from engine import Verdict
 
 PICKER_SHORTCUT = "Ctrl+M"  # Ctrl+L (LM Studio's) focuses the composer here

@@ -6,17 +6,19 @@ written with, loaded for it; the last model, loaded at start."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject
 
 from app.services.library import LibraryController
-from app.services.model_session import ModelSession, SessionState
+from app.services.model_session import ModelSession
 from app.services.remote_servers import RemoteServers
 from app.settings.load_settings import first_request, request_from_dict, settings_key
 from app.settings.preferences import Preferences
+from app.state.choices import ModelChoice
+from app.state.session import SessionState
 from app.store.history import ReplyModel, Store
 from app.wording.presenters import fit_summary
 from engine import (
@@ -29,27 +31,10 @@ from engine import (
     RemoteModelInfo,
     SpeculationConfig,
     SpeculationMode,
-    Verdict,
     format_bytes,
     inspect_model,
     plan_load,
 )
-
-
-@dataclass(frozen=True)
-class ModelChoice:
-    """One row of the picker: a library model with its plan's verdict, or a remote model."""
-
-    name: str
-    detail: str  # "fits in RAM (CPU) · 24.0 MiB", "via 127.0.0.1:8080"
-    path: Path | None = None  # a library model
-    remote: RemoteModelInfo | None = None
-    verdict: Verdict | None = None  # a library model's, with its remembered settings
-    current: bool = False  # answers now, or is loading
-
-    @property
-    def is_remote(self) -> bool:
-        return self.remote is not None
 
 
 def remembered_speculation(data: dict[str, Any] | None) -> SpeculationConfig | None:

@@ -1,12 +1,24 @@
-"""A stored message as the message view shows it: its text or the reply streaming into it,
-its state, images, stats, and who wrote it with which settings."""
+"""The chat as the widgets show it: a stored message in the message view (its text or the reply
+streaming into it, its state, images, stats, and who wrote it with which settings), a
+conversation in the list, what an empty conversation and the Undo bar say."""
 
 from __future__ import annotations
 
-from app.chat import ImageThumb, MessageData, MessageState, ReplyStats, SamplingSettings, Thought
+from datetime import datetime
+
+from app.chat import (
+    ConversationSummary,
+    ImageThumb,
+    MessageData,
+    MessageState,
+    ReplyStats,
+    SamplingSettings,
+    Thought,
+)
 from app.conversation.reply_in_flight import ReplyInFlight
-from app.store.history import Message
+from app.store.history import Conversation, Message
 from app.store.history import MessageState as StoredState
+from engine import Role
 
 VIEW_STATE = {
     StoredState.COMPLETE: MessageState.DONE,
@@ -70,3 +82,45 @@ def author_details(message: Message) -> str:
     if message.sampling:
         lines.append(SamplingSettings.from_dict(message.sampling).summary())
     return "\n".join(lines)
+
+
+def conversation_summary(conversation: Conversation) -> ConversationSummary:
+    updated = datetime.fromtimestamp(conversation.updated)
+    return ConversationSummary(conversation.id, conversation.title, updated)
+
+
+def unchanged_rows(shown: list[MessageData], path: list[Message]) -> int:
+    """How many rows at the top of the view still show the conversation's ``path`` (the same
+    message at the same version): only those after them need replacing."""
+    same = 0
+    for data, message in zip(shown, path, strict=False):
+        if (data.id, data.version, data.version_count) != (
+            message.id,
+            message.version,
+            message.version_count,
+        ):
+            break
+        same += 1
+    return same
+
+
+def placeholder_text(answers: str | None, loading: str | None) -> str:
+    """What an empty conversation says: who ``answers``, what is ``loading``, or how to choose."""
+    if answers is not None:
+        return f"Start a conversation with {answers}: type below."
+    if loading is not None:
+        return f"Loading {loading}… Type below: it answers once loaded."
+    return "Start a conversation: choose a model at the top (Ctrl+M), then type below."
+
+
+def deleted_text(role: Role, count: int, version: bool) -> str:
+    """The Undo bar's line after ``count`` messages went with one deleted (``version``: one of
+    several versions of it, the branch after it along)."""
+    if version:
+        after = count - 1
+        what = "this version" + (f" and the {after} message{'s' * (after > 1)} after it" if after else "")
+    elif role is Role.USER:
+        what = "your message" + {1: "", 2: " and its reply"}.get(count, " and its replies")
+    else:
+        what = "the reply"
+    return f"Deleted {what}"

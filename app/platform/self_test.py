@@ -207,9 +207,8 @@ def _startup_probe(tmp: Path, timeout: float) -> int:
     import qasync
     from PySide6.QtCore import QEvent, QObject, QTimer
 
-    from app.application import create_application
+    from app.application import build_window, create_application
     from app.platform.paths import resolve_paths
-    from app.window.main_window import MainWindow
 
     shown_at: list[float] = []
 
@@ -227,7 +226,7 @@ def _startup_probe(tmp: Path, timeout: float) -> int:
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     painted = asyncio.Event()
-    window = MainWindow(resolve_paths(tmp / "data").ensure())
+    window = build_window(resolve_paths(tmp / "data").ensure())
     watcher = FirstPaint()
     window.installEventFilter(watcher)
     window.show()

@@ -1,23 +1,21 @@
 """The app's long-lived services, each a Qt object the window wires up: the model session, the
-library, Discover, the local API server, remote servers and RPC workers. No widgets here.
+library, Discover, the local API server, remote servers and RPC workers. No widgets here; their
+state values are in ``app.state``.
 """
 
 from engine import lazy_exports
 
 _EXPORTS = {
+    "Services": "bundle",
     "DiscoverController": "discover",
     "QuantPlan": "discover",
     "SummaryRow": "discover",
     "LibraryController": "library",
     "LibraryCounts": "library",
     "LocalServer": "local_server",
-    "ServerStatus": "local_server",
     "ModelSession": "model_session",
-    "SessionState": "model_session",
-    "ListingState": "remote_servers",
     "RemoteServers": "remote_servers",
     "SERVERS_KEY": "remote_servers",
-    "ServerListing": "remote_servers",
     "WorkerRegistry": "workers",
 }
 __all__ = sorted(_EXPORTS)

@@ -11,25 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
 from app.api import DEFAULT_PORT, ApiServer, RequestRecord, ServerConfig
+from app.state.serving import ServerStatus
 from app.store.history import Store
 from engine import EngineError, LoadedModel
 
 ENABLED_KEY = "server.enabled"
 PORT_KEY = "server.port"
 STOP_TIMEOUT = 3.0  # seconds the window waits for the server to close when it quits
-
-
-class ServerStatus(enum.Enum):
-    OFF = "off"
-    STARTING = "starting"
-    ON = "on"
-    FAILED = "failed"  # could not listen: ``error`` says why
 
 
 class LocalServer(QObject):

@@ -5,10 +5,9 @@ frees its memory."""
 
 from __future__ import annotations
 
-import enum
-
 from PySide6.QtCore import QObject, Signal
 
+from app.state.session import SessionState
 from engine import (
     ChatModel,
     Engine,
@@ -19,13 +18,6 @@ from engine import (
     RemoteModel,
     SpeculationConfig,
 )
-
-
-class SessionState(enum.Enum):
-    EMPTY = "empty"
-    LOADING = "loading"
-    READY = "ready"
-    FAILED = "failed"
 
 
 class ModelSession(QObject):

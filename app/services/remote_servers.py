@@ -8,60 +8,22 @@ thread, so neither a slow keyring nor an unreachable server blocks the window.
 
 from __future__ import annotations
 
-import enum
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
 from app.settings.key_vault import KeyVault
+from app.state.remote import ListingState, RemoteServer, ServerListing
 from app.store.history import Store
 from engine import (
     EngineError,
     RemoteEndpoint,
     RemoteError,
-    RemoteModelInfo,
     list_models,
     normalize_base_url,
 )
 
 SERVERS_KEY = "remote.servers"
-
-
-class ListingState(enum.Enum):
-    CHECKING = "checking"
-    ONLINE = "online"
-    OFFLINE = "offline"
-
-
-@dataclass(frozen=True)
-class RemoteServer:
-    """A server as saved: no key here (it is in the keyring)."""
-
-    base_url: str
-    name: str = ""
-
-
-@dataclass(frozen=True)
-class ServerListing:
-    """What the window knows about a server now."""
-
-    server: RemoteServer
-    state: ListingState
-    models: tuple[RemoteModelInfo, ...] = ()
-    error: str = ""
-
-    @property
-    def title(self) -> str:
-        return self.server.name or RemoteEndpoint(self.server.base_url).where
-
-    def status_text(self) -> str:
-        if self.state is ListingState.CHECKING:
-            return "checking…"
-        if self.state is ListingState.OFFLINE:
-            return f"offline: {self.error}"
-        count = len(self.models)
-        return f"{count} model{'s' * (count != 1)}"
 
 
 class RemoteServers(QObject):

@@ -4,8 +4,9 @@ and after them each remote server with the models it lists (the model picker).""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
-from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal, SignalInstance
 from PySide6.QtGui import (
     QAction,
     QBrush,
@@ -29,8 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.library import LibraryController
-from app.services.remote_servers import ListingState, ServerListing
+from app.state.remote import ListingState, ServerListing
 from app.widgets.badge_delegate import BADGE_ROLE, BadgeDelegate
 from app.wording.presenters import BASE_MODEL_BADGE, sentence
 from engine import LibraryEntry, RemoteModelInfo, format_bytes, format_count
@@ -96,13 +96,23 @@ class LibraryTree(QTreeView):
                 room -= need
 
 
+class LibrarySource(Protocol):
+    """What the panel needs of the library (the library service, ``LibraryController``)."""
+
+    entries_changed: SignalInstance  # tuple[LibraryEntry, ...]
+    select_requested: SignalInstance  # Path of an entry to select
+
+    def entries(self) -> tuple[LibraryEntry, ...]: ...
+    def remove(self, path: Path) -> None: ...
+
+
 class LibraryPanel(QWidget):
     selection_changed = Signal(object)  # LibraryEntry | None
     remote_selected = Signal(object)  # RemoteModelInfo of a remote model's row, else None
     add_requested = Signal()  # the empty library's "Add models…"
     discover_requested = Signal()  # its "Discover"
 
-    def __init__(self, controller: LibraryController, parent: QWidget | None = None) -> None:
+    def __init__(self, controller: LibrarySource, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
         self._entries: tuple[LibraryEntry, ...] = ()

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from app.services.model_session import SessionState
+from app.state.session import SessionState
 from engine import LoadPlan, ModelLabel, SpeculationConfig, SpeculationMode, format_bytes
 
 

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.services.model_session import SessionState
+from app.state.session import SessionState
 from app.widgets.load_progress import LoadProgress
 from app.widgets.styles import ERROR_STYLE
 from app.wording.presenters import (

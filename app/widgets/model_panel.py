@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.model_session import SessionState
 from app.settings.load_settings import MAX_CONTEXT, first_request
+from app.state.session import SessionState
 from app.widgets.model_controls import PlanControls
 from app.widgets.model_load_status import LoadStatus
 from app.widgets.model_plan_view import PlanView

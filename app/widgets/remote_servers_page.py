@@ -3,7 +3,9 @@ offline, and a form to add one (name, base URL, API key)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from typing import Protocol
+
+from PySide6.QtCore import Qt, SignalInstance
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QFormLayout,
@@ -17,15 +19,29 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.remote_servers import ListingState, RemoteServers
+from app.settings.key_vault import KeyVault
+from app.state.remote import ListingState, RemoteServer, ServerListing
 from engine import RemoteError
 
 URL_ROLE = Qt.ItemDataRole.UserRole + 1
 OFFLINE_COLOR = QColor("#d62728")
 
 
+class ServerList(Protocol):
+    """What the page needs of the remote servers (the service ``RemoteServers``)."""
+
+    changed: SignalInstance
+    keys: KeyVault
+
+    def servers(self) -> tuple[RemoteServer, ...]: ...
+    def listings(self) -> tuple[ServerListing, ...]: ...
+    def add(self, url: str, api_key: str = "", name: str = "") -> RemoteServer: ...
+    def remove(self, base_url: str) -> None: ...
+    def refresh(self, base_url: str | None = None, new_key: str | None = None) -> None: ...
+
+
 class RemoteServersPage(QWidget):
-    def __init__(self, servers: RemoteServers, parent: QWidget | None = None) -> None:
+    def __init__(self, servers: ServerList, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.servers = servers
         intro = QLabel(

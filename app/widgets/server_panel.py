@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.api import RequestRecord
-from app.services.local_server import ServerStatus
+from app.state.serving import ServerStatus
 
 MAX_ROWS = 100
 COLUMNS = ("Time", "Client", "Tokens", "Tok/s", "Status")

@@ -17,14 +17,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.services.discover import DiscoverController
-from app.services.remote_servers import RemoteServers
 from app.settings.preferences import Preferences
-from app.widgets.remote_servers_page import RemoteServersPage
+from app.widgets.remote_servers_page import RemoteServersPage, ServerList
 from app.widgets.settings_appearance import AppearancePage
 from app.widgets.settings_general import GeneralPage, ModelsFolder
 from app.widgets.settings_hardware import HardwarePage
-from app.widgets.settings_hub import HubSettingsPage
+from app.widgets.settings_hub import HubConfig, HubSettingsPage
 from engine import HardwareSnapshot
 
 
@@ -41,8 +39,8 @@ class SettingsContext:
     """What the pages change."""
 
     preferences: Preferences
-    servers: RemoteServers
-    hub: DiscoverController
+    servers: ServerList
+    hub: HubConfig
     models_folder: ModelsFolder
     hardware: HardwareSnapshot | None = None
 

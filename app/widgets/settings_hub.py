@@ -4,13 +4,15 @@ file) and how many downloads run at once. Also the body of Discover's "Hub setti
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QWidget
 
-from app.services.discover import DiscoverController
+from app.platform.paths import AppPaths
 from app.settings.hub_settings import (
     MAX_PARALLEL_DOWNLOADS,
+    HubSettings,
     KeyringUnavailable,
     read_token,
     save_settings,
@@ -18,9 +20,20 @@ from app.settings.hub_settings import (
     with_endpoint,
 )
 from app.widgets.styles import ERROR_STYLE
-from engine import EngineError
+from engine import EngineError, HubAccess
 
 NO_TOKEN = "none (needed for gated models)"
+
+
+class HubConfig(Protocol):
+    """What the form needs of Discover (the Discover service, ``DiscoverController``): the settings in
+    effect, where they are saved, and a way to apply them at once."""
+
+    settings: HubSettings
+    access: HubAccess
+    paths: AppPaths
+
+    def reconfigure(self) -> None: ...
 
 
 class HubSettingsPage(QWidget):
@@ -28,7 +41,7 @@ class HubSettingsPage(QWidget):
 
     saved = Signal()
 
-    def __init__(self, controller: DiscoverController, parent: QWidget | None = None) -> None:
+    def __init__(self, controller: HubConfig, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller = controller
         form = QFormLayout(self)

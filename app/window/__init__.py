@@ -1,4 +1,7 @@
-"""The main window and its pages (Chats, Models, Discover), where it opens and what it asks on quit.
+"""The main window and its pages (Chats, Models, Discover), and the parts it hands work to: the
+chat's notice, the Models page's mediation, loading models, the local server's and the
+dashboard's docks, the RPC workers, its actions, where it opens and what it remembers, what it
+asks on quit.
 """
 
 from engine import lazy_exports
@@ -14,6 +17,15 @@ _EXPORTS = {
     "clamp_geometry": "geometry",
     "first_geometry": "geometry",
     "MainWindow": "main_window",
+    "ChatNotices": "notices",
+    "DashboardDock": "dashboard_dock",
+    "LoadDisplay": "load_display",
+    "ModelLoading": "model_loading",
+    "ModelsMediator": "models_mediator",
+    "dropped_paths": "models_mediator",
+    "ServerDock": "server_dock",
+    "WindowState": "window_state",
+    "WorkersView": "workers_view",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -277,7 +277,8 @@ def test_a_worker_whose_port_is_taken_says_so_and_exits(workers: list[Worker]) -
 def test_the_window_session_drops_a_model_whose_worker_died_and_loads_the_next(qtbot) -> None:
     """What the window sees (app/services/model_session.py), in this very process: the RPC client
     runs in the model's child, so a lost worker cannot take the test run with it."""
-    from app.services.model_session import ModelSession, SessionState
+    from app.services.model_session import ModelSession
+    from app.state.session import SessionState
     from engine import WorkerUnavailable
 
     a, b = start_worker(), start_worker()

@@ -14,7 +14,8 @@ import pytest
 
 from app.dashboard import kv_rows
 from app.platform.paths import AppPaths
-from app.services.local_server import LocalServer, ServerStatus
+from app.services.local_server import LocalServer
+from app.state.serving import ServerStatus
 from app.store.history import Store
 from app.window.main_window import MainWindow
 from engine import SlotState

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QLabel
 from app.chat import Composer
 from app.chat.composer_pictures import IMAGES_NOT_SENT, NO_VISION_MODELS, TEXT_ONLY_MODEL
 from app.chat.demo import sample_image
-from app.services.model_session import SessionState
+from app.state.session import SessionState
 from app.window.main_window import MainWindow
 from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.helpers import WAIT, drop, load, show_widget

@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
 from app.settings.preferences import Preferences
+from app.state.session import SessionState
 from app.window.main_window import MainWindow
 from engine import ChatRequest
 from engine.chat import Role

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import app.conversation.controller as chat_controller_module
+import app.conversation.history_builder as history_builder_module
 from app.platform.paths import AppPaths
 from app.store.history import Thinking
 from app.window.main_window import MainWindow
@@ -91,7 +91,7 @@ def test_tags_cut_across_tokens_never_show_and_the_block_counts_the_thinking(
 def test_thinking_streamed_token_by_token_shows_open_then_folds(
     qtbot, monkeypatch: pytest.MonkeyPatch, window: MainWindow, spelled_model: Path
 ) -> None:
-    monkeypatch.setattr(chat_controller_module, "STREAM_TEXT_INTERVAL_S", 0.0)  # one delta per token
+    monkeypatch.setattr(history_builder_module, "STREAM_TEXT_INTERVAL_S", 0.0)  # one delta per token
     load(qtbot, window, spelled_model)
     view = window.message_view
     seen: list[tuple[str, object]] = []

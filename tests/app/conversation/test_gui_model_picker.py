@@ -13,13 +13,13 @@ from PySide6.QtCore import Qt
 
 from app.chat import MessageAction, MessageState
 from app.chat.model_picker import CHOICE_ROLE, PICKER_SHORTCUT
-from app.conversation.controller import NO_MODEL
+from app.conversation.refusals import NO_MODEL
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
-from app.services.remote_servers import ListingState
 from app.settings.key_vault import KeyVault
 from app.settings.load_settings import request_from_dict, settings_key
 from app.settings.preferences import Preferences
+from app.state.remote import ListingState
+from app.state.session import SessionState
 from app.store.history import MessageState as Stored
 from app.widgets.nav_rail import Page
 from app.window.main_window import MainWindow

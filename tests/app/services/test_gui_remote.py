@@ -15,8 +15,9 @@ from PySide6.QtCore import Qt
 from app.api import ServerConfig
 from app.chat import MessageState
 from app.platform.paths import AppPaths
-from app.services.remote_servers import SERVERS_KEY, ListingState
+from app.services.remote_servers import SERVERS_KEY
 from app.settings.key_vault import SERVICE, KeyVault
+from app.state.remote import ListingState
 from app.store.history import MessageState as Stored
 from app.store.history import Store
 from app.widgets.library_panel import REMOTE_ROLE

@@ -17,8 +17,8 @@ from app.dashboard import metrics as m
 from app.dashboard.system_cards import cpu_summary
 from app.dashboard.view import DashboardView
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
 from app.settings.load_settings import request_from_dict, request_to_dict, settings_key
+from app.state.session import SessionState
 from app.widgets.model_panel import ModelPanel
 from app.window.main_window import MainWindow
 from engine import MAX_THREADS, LoadRequest, Role, StopReason

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from app.chat import MessageAction, MessageState
 from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
+from app.state.session import SessionState
 from app.store.history import MessageState as Stored
 from app.widgets.nav_rail import Page
 from app.window.main_window import MainWindow

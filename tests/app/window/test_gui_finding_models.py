@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QScrollArea
 
 from app.platform.paths import AppPaths
-from app.services.model_session import SessionState
+from app.state.session import SessionState
 from app.widgets.badge_delegate import BADGE_ROLE
 from app.widgets.library_panel import COLUMNS, PARAMETERS_COLUMN, SIZE_COLUMN, LibraryPanel
 from app.widgets.nav_rail import Page
@@ -54,7 +54,7 @@ def test_the_empty_librarys_add_link_asks_for_files(qtbot, window: MainWindow, m
     asked: list[str] = []
     # The system's file dialog is modal; what it would return is not under test.
     monkeypatch.setattr(
-        "app.window.main_window.QFileDialog.getOpenFileNames",
+        "app.window.models_mediator.QFileDialog.getOpenFileNames",
         lambda _parent, title, *_args: (asked.append(title), ([], ""))[1],
     )
     window.library_panel.empty_label.linkActivated.emit("add")
@@ -121,7 +121,7 @@ def test_offline_discover_says_what_still_works(
     offline.show_page(Page.DISCOVER)
     asked: list[str] = []
     monkeypatch.setattr(
-        "app.window.main_window.QFileDialog.getOpenFileNames",
+        "app.window.models_mediator.QFileDialog.getOpenFileNames",
         lambda _parent, title, *_args: (asked.append(title), ([], ""))[1],
     )
     qtbot.mouseClick(panel.add_button, Qt.MouseButton.LeftButton)

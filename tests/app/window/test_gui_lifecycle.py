@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.platform.paths import AppPaths
 from app.platform.single_instance import InstanceServer, ask_running_to_raise, instance_name
-from app.services.local_server import ServerStatus
+from app.state.serving import ServerStatus
 from app.store.history import MessageState as Stored
 from app.store.history import Store
 from app.window.main_window import MainWindow

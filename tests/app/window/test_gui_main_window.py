@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QPushButton
 
+from app.application import build_window
 from app.platform.paths import AppPaths
 from app.widgets.badge_delegate import BADGE_ROLE
 from app.widgets.nav_rail import Page
@@ -106,13 +107,13 @@ def test_remove_from_library_keeps_the_file(
 def test_library_is_remembered_across_restarts(
     qtbot, app_paths: AppPaths, hardware: HardwareSnapshot, tiny_model: Path
 ) -> None:
-    first = MainWindow(app_paths, hardware=hardware)
+    first = build_window(app_paths, hardware=hardware)
     qtbot.addWidget(first)
     first.start()
     drop(first, tiny_model)
     qtbot.waitUntil(lambda: first.library.counts().models == 1, timeout=10_000)
     first.close()
-    second = MainWindow(app_paths, hardware=hardware)
+    second = build_window(app_paths, hardware=hardware)
     qtbot.addWidget(second)
     second.start()
     qtbot.waitUntil(lambda: second.library.counts().models == 1, timeout=10_000)

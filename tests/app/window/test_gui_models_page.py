@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QFileDialog, QLabel
 
 from app.platform.paths import AppPaths
 from app.services.library import LibraryCounts
-from app.services.model_session import SessionState
 from app.settings.recent_folder import RecentFolder
+from app.state.session import SessionState
 from app.widgets.badge_delegate import BADGE_ROLE
 from app.widgets.library_panel import PATH_ROLE
 from app.widgets.model_panel import ModelPanel

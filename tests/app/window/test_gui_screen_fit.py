@@ -71,15 +71,14 @@ SMALL_SCREEN_SCRIPT = r"""
 import json, sys
 from pathlib import Path
 from PySide6.QtWidgets import QToolBar
-from app.application import create_application
-from app.window.main_window import MainWindow
+from app.application import build_window, create_application
 from app.platform.paths import resolve_paths
 from app.widgets.nav_rail import Page
 from engine.machine.hardware import described_machine
 
 app = create_application(sys.argv[:1] + ["-platform", f"offscreen:configfile={sys.argv[1]}"])
 paths = resolve_paths(Path(sys.argv[2]) / "data", Path(sys.argv[2]) / "models").ensure()
-window = MainWindow(paths, hardware=described_machine(ram_available=12 << 30, name="Test CPU"))
+window = build_window(paths, hardware=described_machine(ram_available=12 << 30, name="Test CPU"))
 window.show()
 window.start(load_last=False)
 for _ in range(20):

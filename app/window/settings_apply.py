@@ -5,30 +5,50 @@ folder changed live (downloads, the library, the file dialogs)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from PySide6.QtWidgets import QApplication
 
+from app.chat.sampling_panel import SamplingPanel, SamplingSettings
 from app.chat.theme import apply_appearance
-from app.platform.paths import save_models_dir
+from app.conversation.controller import ChatController
+from app.platform.paths import AppPaths, save_models_dir
+from app.services.discover import DiscoverController
+from app.services.library import LibraryController
+from app.services.remote_servers import RemoteServers
 from app.settings.preferences import Preferences
 from app.settings.recent_folder import RecentFolder
+from app.store.history import Store
+from app.widgets.model_panel import ModelPanel
 from app.widgets.settings_dialog import SettingsContext, SettingsDialog, SettingsPage
-from engine import DownloadState, EngineError, plural
-
-if TYPE_CHECKING:
-    from app.chat.sampling_panel import SamplingSettings
-    from app.window.main_window import MainWindow
+from engine import DownloadState, EngineError, HardwareSnapshot, plural
 
 # A paused or failed download keeps its parts in the old folder's staging area to resume from.
 _SETTLED = (DownloadState.DONE, DownloadState.CANCELLED)
+
+
+class SettingsWindow(Protocol):
+    """What Settings change in the window (``app.window.main_window.MainWindow`` is one)."""
+
+    paths: AppPaths
+    store: Store
+    library: LibraryController
+    recent_folder: RecentFolder
+    remote_servers: RemoteServers
+    discover: DiscoverController
+    chat: ChatController
+    model_panel: ModelPanel
+    sampling_panel: SamplingPanel
+    settings_dialog: SettingsDialog | None
+
+    def planning_hardware(self) -> HardwareSnapshot: ...
 
 
 class ModelsFolderBusy(EngineError):
     """Downloads not finished still write to the current models folder."""
 
 
-def install_preferences(window: MainWindow) -> None:
+def install_preferences(window: SettingsWindow) -> None:
     """At start-up (the window's constructor): the saved theme and font size, and the GPU
     layers a model without settings of its own starts with."""
     preferences = Preferences(window.store)
@@ -38,7 +58,7 @@ def install_preferences(window: MainWindow) -> None:
     window.model_panel.default_gpu_layers = preferences.default_gpu_layers
 
 
-def open_settings_dialog(window: MainWindow, page: SettingsPage | None = None) -> SettingsDialog:
+def open_settings_dialog(window: SettingsWindow, page: SettingsPage | None = None) -> SettingsDialog:
     """Settings, made when first opened, not modal (the window goes on while remote servers
     are listed); at ``page`` when given."""
     if window.settings_dialog is None:
@@ -64,7 +84,7 @@ def open_settings_dialog(window: MainWindow, page: SettingsPage | None = None) -
     return dialog
 
 
-def _show_defaults(window: MainWindow, settings: SamplingSettings) -> None:
+def _show_defaults(window: SettingsWindow, settings: SamplingSettings) -> None:
     """With no conversation shown, the chat's panel holds what the first one will start with."""
     if window.chat.current_id is None:
         window.sampling_panel.set_settings(settings)
@@ -75,7 +95,7 @@ class WindowModelsFolder:
     go to the new folder, the library scans it, the file dialogs start there; remembered
     in settings.json for the next start (and the CLI's `hearth pull`)."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: SettingsWindow) -> None:
         self._window = window
 
     def current(self) -> Path:
