@@ -36,22 +36,7 @@ KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
 )
 
 # Widgets importing a service, a controller or the window today: (module, module it imports).
-KNOWN_WIDGET_IMPORTS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("app.chat.model_picker", "app.conversation.model_chooser"),
-        ("app.widgets.library_panel", "app.services.library"),
-        ("app.widgets.library_panel", "app.services.remote_servers"),
-        ("app.widgets.model_badge", "app.services.model_session"),
-        ("app.widgets.model_load_status", "app.services.model_session"),
-        ("app.widgets.model_panel", "app.services.model_session"),
-        ("app.widgets.remote_servers_page", "app.services.remote_servers"),
-        ("app.widgets.server_panel", "app.services.local_server"),
-        ("app.widgets.settings_apply", "app.window.main_window"),  # TYPE_CHECKING only
-        ("app.widgets.settings_dialog", "app.services.discover"),
-        ("app.widgets.settings_dialog", "app.services.remote_servers"),
-        ("app.widgets.settings_hub", "app.services.discover"),
-    }
-)
+KNOWN_WIDGET_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 # Which room may import which, a room being a package under a root (``engine.native``) or a root
 # module (``engine.loaded_model``): what the tree did when this was written, less what the rules
@@ -73,9 +58,17 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.sampling",
             "engine.speculation",
         },
-        "app.application": {"app.platform", "app.window"},
+        "app.application": {
+            "app.platform",
+            "app.services",
+            "app.settings",
+            "app.store",
+            "app.window",
+            "engine.machine",
+        },
         "app.chat": {
             "app.settings",
+            "app.state",
             "engine.base",
             "engine.chat",
             "engine.planner",
@@ -106,6 +99,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "app.chat",
             "app.services",
             "app.settings",
+            "app.state",
             "app.store",
             "app.wording",
             "engine.base",
@@ -130,7 +124,6 @@ ALLOWED: Mapping[str, frozenset[str]] = {
         # the self-test starts the window (deferred)
         "app.platform": {
             "app.application",
-            "app.window",
             "engine.base",
             "engine.catalog",
             "engine.chat",
@@ -146,6 +139,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "app.api",
             "app.platform",
             "app.settings",
+            "app.state",
             "app.store",
             "engine.base",
             "engine.catalog",
@@ -169,12 +163,14 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.planner",
             "engine.speculation",
         },
+        "app.state": {"engine.base", "engine.planner", "engine.remote"},
         "app.store": {"engine.base", "engine.chat"},
         "app.widgets": {
             "app.api",
             "app.chat",
             "app.platform",
             "app.settings",
+            "app.state",
             "app.wording",
             "engine.base",
             "engine.catalog",
@@ -194,6 +190,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "app.platform",
             "app.services",
             "app.settings",
+            "app.state",
             "app.store",
             "app.widgets",
             "app.wording",
@@ -201,6 +198,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.catalog",
             "engine.hub",
             "engine.library",
+            "engine.loaded_model",
             "engine.machine",
             "engine.planner",
             "engine.remote",
