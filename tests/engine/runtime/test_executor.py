@@ -544,12 +544,15 @@ def test_load_and_unload_twenty_times_returns_memory(tiny_model: Path) -> None:
     cycle()  # first-use allocations (backend, thread pools) happen once
     gc.collect()
     before = process.memory_info().rss
+    # Counted against the threads alive now: tests that ran earlier in this process may have
+    # left their own (a hub's pool, a server) and those are not the executor's to stop.
+    threads_before = threading.active_count()
     for _ in range(20):
         cycle()
     gc.collect()
     after = process.memory_info().rss
     assert after - before < 16 * 1024 * 1024, f"RSS grew by {(after - before) / 2**20:.1f} MiB"
-    assert threading.active_count() < 10
+    assert threading.active_count() <= threads_before + 1, "each load left a thread behind"
 
 
 def test_an_idle_engine_does_not_spin_the_cpu(tiny: LoadedModel) -> None:
