@@ -397,6 +397,7 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         inspect_projector,
         load_images,
         plan_load,
+        seed_value,
     )
 
     sampling = SamplingParams(
@@ -405,7 +406,7 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         top_p=args.top_p,
         min_p=args.min_p,
         repeat_penalty=args.repeat_penalty,
-        seed=args.seed,
+        seed=seed_value(args.seed),  # -1: random, as in the API
     )
     if args.image and args.mmproj is None:
         raise ImageRejected("Images need a vision projector: add --mmproj PROJECTOR.")
