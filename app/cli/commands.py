@@ -11,7 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from app.platform.paths import AppPaths, resolve_paths
-from engine import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_TOKENS, EngineError, SamplingParams
+from engine import (
+    DEFAULT_API_HOST,
+    DEFAULT_API_PORT,
+    DEFAULT_CONTEXT_PER_CONVERSATION,
+    DEFAULT_KV_CACHE_TYPE,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_WORKER_PORT,
+    EngineError,
+    SamplingParams,
+)
+
+
+def _add_kv_option(parser: argparse.ArgumentParser) -> None:
+    from engine import KvCacheType  # the parser imports the planner already (the hub's commands)
+
+    parser.add_argument(
+        "--kv", choices=[t.value for t in KvCacheType], default=DEFAULT_KV_CACHE_TYPE, help="KV cache type"
+    )
 
 
 def _add_path_options(parser: argparse.ArgumentParser) -> None:
@@ -146,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--parallel", type=int, default=1, help="conversations served at once")
     p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers")
-    p.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
+    _add_kv_option(p)
     p.add_argument("--ubatch", type=int, default=None, help="micro-batch size (memory lever)")
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector to load with it")
     _add_threads_option(p)
@@ -198,8 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
         "models, health, metrics) until Ctrl+C or SIGTERM.",
     )
     p.add_argument("model", type=Path)
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
-    p.add_argument("--port", type=int, default=8080, help="port to listen on (0: any free port)")
+    p.add_argument("--host", default=DEFAULT_API_HOST, help="address to listen on (default: this machine)")
+    p.add_argument("--port", type=int, default=DEFAULT_API_PORT, help="port to listen on (0: any free port)")
     p.add_argument("--parallel", type=int, default=4, help="requests decoded at once")
     p.add_argument(
         "--ctx",
@@ -220,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a web page origin allowed to call the API, e.g. http://localhost:3000 (repeatable)",
     )
     p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers")
-    p.add_argument("--kv", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type")
+    _add_kv_option(p)
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (for image_url parts)")
     _add_threads_option(p)
     _add_speculation_options(p)
@@ -232,8 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
         "place a model's layers here (Add worker... in its hardware view). Runs until Ctrl+C or "
         "SIGTERM. The protocol has no authentication: serve only on a trusted network.",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
-    p.add_argument("--port", type=int, default=50052, help="port to listen on")
+    p.add_argument("--host", default=DEFAULT_API_HOST, help="address to listen on (default: this machine)")
+    p.add_argument("--port", type=int, default=DEFAULT_WORKER_PORT, help="port to listen on")
     p.add_argument(
         "--devices",
         default="",

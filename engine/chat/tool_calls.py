@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.chat.json_scan import WS, CallScanner, CallState, Scan, ValueScanner, arguments_text
+from engine.chat.messages import MAX_TOOL_NAME
 from engine.chat.near_json import MAX_CHARS, loads_cut_near_json, loads_near_json
 
 
@@ -620,7 +621,7 @@ class ToolCallParser:
         return text
 
 
-_MAX_NAME = 64
+_MAX_NAME = MAX_TOOL_NAME  # a longer run of name characters is not a name
 
 
 def _unfenced(text: str) -> str:
