@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.cli.output import print_json
 from app.platform.paths import AppPaths
 from app.settings.hub_settings import header_cache_dir, hub_access, load_settings
 from engine import DownloadProgress, DownloadState, format_bytes
@@ -34,12 +35,11 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_search(args: argparse.Namespace, paths: AppPaths) -> int:
-    from app.cli.commands import _print_json
     from engine import HubClient
 
     results = HubClient(hub_access(paths)).search(args.query, limit=max(1, args.limit))
     if args.json:
-        _print_json(list(results))
+        print_json(list(results))
         return 0
     if not results:
         print(f"No GGUF repositories match {args.query!r}.")
@@ -67,7 +67,6 @@ def remote_plan(paths: AppPaths, ref_text: str, request: Any) -> tuple[Any, Any]
 
 
 def cmd_pull(args: argparse.Namespace, paths: AppPaths) -> int:
-    from app.cli.commands import _print_json
     from app.wording.presenters import fit_summary
     from engine import (
         DownloadControl,
@@ -112,7 +111,7 @@ def cmd_pull(args: argparse.Namespace, paths: AppPaths) -> int:
         if final.state is DownloadState.DONE and not args.json:
             print(final.target)
     if args.json:
-        _print_json([{"title": r.title, "state": r.state.value, "path": r.target, "bytes": r.total_bytes}
+        print_json([{"title": r.title, "state": r.state.value, "path": r.target, "bytes": r.total_bytes}
                      for r in results])  # fmt: skip
     return 0
 

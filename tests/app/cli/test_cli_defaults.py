@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.api import DEFAULT_HOST, DEFAULT_PORT
-from app.cli.commands import build_parser
+from app.cli import build_parser
 from engine import (
     DEFAULT_API_HOST,
     DEFAULT_API_PORT,
