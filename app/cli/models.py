@@ -91,7 +91,7 @@ def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
     if info is None:
         from app.cli.hub import remote_plan
 
-        plan, inspection = remote_plan(paths, args.file, request)
+        plan, inspection = remote_plan(paths, args.file, request, read_hardware(args))
         print(
             f"(header read from the Hub: {format_bytes(inspection.bytes_read)} in "
             f"{inspection.requests} requests{', cached' if inspection.from_cache else ''})",

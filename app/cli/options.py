@@ -84,16 +84,14 @@ def read_threads(args: argparse.Namespace) -> int | None:
 
 def read_hardware(args: argparse.Namespace):  # -> HardwareSnapshot
     """This machine, with the devices of each --worker (an offline one is an error)."""
-    from engine import parse_worker_address, probe_worker, take_snapshot, with_workers
+    from app.services.planning import planning_hardware
+    from engine import parse_worker_address, probe_worker
 
-    hardware = take_snapshot()
-    if not getattr(args, "worker", None):
-        return hardware
-    infos = [probe_worker(parse_worker_address(text)) for text in args.worker]
+    infos = [probe_worker(parse_worker_address(text)) for text in getattr(args, "worker", None) or ()]
     for info in infos:
         if not info.online:
             raise EngineError(f"The worker at {info.address} is offline: {info.reason}.")
-    return with_workers(hardware, infos)
+    return planning_hardware(None, infos)
 
 
 def read_split(args: argparse.Namespace) -> tuple[float, ...] | None:

@@ -91,7 +91,8 @@ def add_commands(sub: Any) -> None:
 def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
     from app.api import ServerConfig
     from app.api.headless import ServeOptions, run_serve
-    from engine import KvCacheType, LoadRequest, inspect_model, inspect_projector, plan_load, take_snapshot
+    from app.services.planning import planning_hardware
+    from engine import KvCacheType, LoadRequest, inspect_model, inspect_projector, plan_load
 
     if not 0 <= args.port <= 65535:
         raise EngineError(f"--port must be between 0 and 65535, not {args.port}.")
@@ -110,7 +111,7 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
         max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
         threads=read_threads(args),
     )
-    plan = plan_load(inspect_model(args.model), take_snapshot(), request)
+    plan = plan_load(inspect_model(args.model), planning_hardware(), request)
     config = ServerConfig(
         host=args.host, port=args.port, api_key=args.api_key or None, cors_origins=tuple(args.cors_origin)
     )

@@ -1,5 +1,6 @@
 """The app's long-lived services, each a Qt object the window wires up: the model session, the
-library, Discover, the local API server, remote servers and RPC workers. No widgets here.
+library, Discover, the local API server, remote servers and RPC workers; and ``planning``,
+the hardware every plan is made for. No widgets here.
 """
 
 from engine import lazy_exports
@@ -14,6 +15,7 @@ _EXPORTS = {
     "ServerStatus": "local_server",
     "ModelSession": "model_session",
     "SessionState": "model_session",
+    "planning_hardware": "planning",
     "ListingState": "remote_servers",
     "RemoteServers": "remote_servers",
     "SERVERS_KEY": "remote_servers",

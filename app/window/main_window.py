@@ -45,6 +45,7 @@ from app.services.discover import DiscoverController
 from app.services.library import LibraryController
 from app.services.local_server import LocalServer, ServerStatus
 from app.services.model_session import ModelSession, SessionState
+from app.services.planning import planning_hardware
 from app.services.remote_servers import RemoteServers
 from app.services.workers import WorkerRegistry
 from app.settings.key_vault import KeyVault
@@ -149,7 +150,7 @@ class MainWindow(QMainWindow):
             self.conversation_list, self.message_view, self.composer, self.sampling_panel
         )
         self.models_page = ModelsPage(self.library_panel, self.hardware_panel, self.details_stack)
-        self.discover = DiscoverController(paths, hardware, parent=self)
+        self.discover = DiscoverController(paths, hardware, parent=self, workers=lambda: self.workers.workers)
         self.discover_page = DiscoverPage(self.discover)
         self.pages = QStackedWidget()
         self._page_widgets = {
@@ -701,7 +702,7 @@ class MainWindow(QMainWindow):
         info = model.plan.model
         size = self._context_size
         if size is not None and not size.fits:
-            text, fix = context_fix(model.plan, size, self._hardware or take_snapshot())
+            text, fix = context_fix(model.plan, size, self.planning_hardware())
             self._notice_fix = fix
             action = f"Reload with {fix.context_per_conversation:,} tokens" if fix else ""
             self.chats_page.set_notice(text, action)
@@ -825,7 +826,7 @@ class MainWindow(QMainWindow):
         """This machine, with the devices of the workers that answered: what plans use."""
         if self._hardware is None:
             self._hardware = take_snapshot()
-        return self.workers.hardware(self._hardware)
+        return planning_hardware(self._hardware, self.workers.workers)
 
     def ask_for_worker(self) -> None:
         from PySide6.QtWidgets import QInputDialog
