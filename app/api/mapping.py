@@ -31,7 +31,6 @@ from engine import (
     EngineError,
     Grammar,
     SamplingParams,
-    check_tools,
     grammar_from_json_schema,
     sampling_field,
     seed_value,
@@ -301,10 +300,8 @@ def _tools(
             raise bad_request(
                 f'\'tools[{i}]\' must be {{"type": "function", "function": {{...}}}}.', f"tools[{i}]"
             )
-    try:
-        check_tools(tuple(tools))
-    except EngineError as exc:
-        raise bad_request(exc.message, "tools") from None
+    # The rest of each tool (names, descriptions, parameters) is checked once, by the
+    # engine when the request is submitted (ChatRequest.validate): its 400 names 'tools'.
     choice = body.get("tool_choice", "auto" if tools else "none")
     named = isinstance(choice, dict)
     if not named and choice not in ("none", "auto", "required"):
