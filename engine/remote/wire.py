@@ -12,9 +12,6 @@ from engine.base.errors import InvalidChatRequest
 from engine.chat import ChatMessage, Role
 from engine.requests.request import ChatRequest, StopReason, Timings, Usage
 
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
-
 _FINISH = {"length": StopReason.LENGTH}  # everything else ("stop", "tool_calls"...) ends a turn
 
 

@@ -222,6 +222,8 @@ class Completion:
     model_identity: str = ""  # the model that made ``tokens``: store it as ChatMessage.tokens_model
     # With SamplingParams.logprobs: one per entry of ``tokens``, in order (the TextDeltas' together).
     logprobs: tuple[TokenLogprob, ...] = ()
+    # Thinking that came apart from the text (a remote server's reasoning_content); never in ``text``.
+    reasoning: str = ""
     # Other programs' CPU load while it was computed (None: too quick to tell, or remote).
     cpu: CpuContention | None = None
 
@@ -268,6 +270,9 @@ class TextDelta:
     # Joined they are a prefix of ``text``; the rest is held text released at the end.
     # What a caller needs to count tokens per part of a reply (the thinking, the answer).
     pieces: tuple[str, ...] = ()
+    # Thinking that arrived apart from the text (a remote server's reasoning_content), in the
+    # pieces it came in (about a token each): never in ``text``, so nothing splits it out again.
+    reasoning: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
