@@ -59,7 +59,8 @@ def build_services(
     workers = WorkerRegistry(paths.workers_file)  # RPC workers a model may be split over
     session.model_ready.connect(lambda model: workers.set_in_use(model.plan.workers))
     session.model_unloaded.connect(lambda: workers.set_in_use(()))
-    discover = DiscoverController(paths, hardware)  # the Hub: search, plans, downloads
+    # the Hub: search, plans (with the workers' devices), downloads
+    discover = DiscoverController(paths, hardware, workers=lambda: workers.workers)
     # The Local server: the OpenAI-compatible API serving whatever model is loaded.
     local_server = LocalServer(store, lambda: session.model)
     return Services(

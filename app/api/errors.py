@@ -13,6 +13,7 @@ import json
 from aiohttp import web
 
 from engine import (
+    SAMPLING_FIELDS,
     Cancelled,
     EngineError,
     ImageRejected,
@@ -94,6 +95,18 @@ def no_model() -> ApiError:
 RETRY_AFTER_OVERLOADED = 1  # seconds: a sequence frees as soon as one reply ends
 
 
+def _param(field: str | None) -> str | None:
+    """The request field a ``SamplingParams`` field comes from (its OpenAI name)."""
+    if field is None:
+        return None
+    if field == "grammar":
+        return "response_format"
+    if field == "logprobs":
+        return "top_logprobs"
+    spec = next((f for f in SAMPLING_FIELDS if f.name == field), None)
+    return spec.openai if spec is not None else field
+
+
 def from_engine_error(error: EngineError) -> ApiError:
     """What the client is told about an engine refusal or failure."""
     if isinstance(error, Overloaded):
@@ -104,7 +117,7 @@ def from_engine_error(error: EngineError) -> ApiError:
     if isinstance(error, ImageRejected):
         return bad_request(error.message, "messages", "invalid_image")
     if isinstance(error, InvalidChatRequest):
-        return bad_request(error.message)
+        return bad_request(error.message, _param(error.field))
     if isinstance(error, Cancelled):  # the model was unloaded (or replaced) under the request
         return ApiError(503, error.message, ErrorType.UNAVAILABLE, code="model_unloaded", retry_after=5)
     return ApiError(500, error.message, ErrorType.SERVER)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from app.api.errors import bad_request
+from engine import SamplingField
 
 T = TypeVar("T")
 
@@ -61,19 +62,20 @@ def integer(
     return value
 
 
-def number(
-    body: Mapping[str, Any], key: str, default: T, lo: float, hi: float, *, above_lo: bool = False
-) -> float | T:
+def sampling(body: Mapping[str, Any], spec: SamplingField, default: T) -> float | int | T:
+    """A sampling field, bounded by the engine's table (``engine.sampling.fields``): the
+    values the API accepts are the ones ``SamplingParams.validate`` does."""
+    if spec.kind is int:
+        return integer(body, spec.openai, default, int(spec.low), int(spec.high))
+    key = spec.openai
     value = body.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise wrong_type(key, "a number", value)
     value = float(value)
-    low_ok = value > lo if above_lo else value >= lo
-    if not math.isfinite(value) or not low_ok or value > hi:
-        bound = f"above {lo:g} and at most {hi:g}" if above_lo else f"between {lo:g} and {hi:g}"
-        raise bad_request(f"'{key}' must be {bound}, not {value:g}.", key)
+    if not math.isfinite(value) or not spec.in_range(value):
+        raise bad_request(f"'{key}' must be {spec.bounds()}, not {value:g}.", key)
     return value
 
 

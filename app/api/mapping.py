@@ -23,13 +23,17 @@ from app.api.errors import bad_request
 from app.api.messages import ReplyTokens, parse_messages
 from engine import (
     JSON_OBJECT_GRAMMAR,
+    MAX_SEED,
+    RANDOM_SEED,
+    SAMPLING_FIELDS,
     ChatRequest,
     ChatTraits,
     EngineError,
     Grammar,
     SamplingParams,
-    check_tools,
     grammar_from_json_schema,
+    sampling_field,
+    seed_value,
     tool_choice_grammar,
 )
 
@@ -162,24 +166,20 @@ def map_request(
 
 
 def _sampling(body: Mapping[str, Any], logprobs: int | None) -> SamplingParams:
-    base = SamplingParams()
-    top_p = fields.number(body, "top_p", base.top_p, 0.0, 1.0)
-    top_k = fields.integer(body, "top_k", base.top_k, 0, 1_000_000)
-    if top_p == 0.0:  # nucleus of probability 0: the single most likely token
-        top_p, top_k = 1.0, 1
-    seed = fields.integer(body, "seed", None, -(2**63), 2**63 - 1)
-    return SamplingParams(
-        temperature=fields.number(body, "temperature", base.temperature, 0.0, 2.0),
-        top_k=top_k,
-        top_p=top_p,
-        min_p=fields.number(body, "min_p", base.min_p, 0.0, 1.0),
-        repeat_penalty=fields.number(body, "repeat_penalty", base.repeat_penalty, 0.0, 10.0, above_lo=True),
-        repeat_last_n=fields.integer(body, "repeat_last_n", base.repeat_last_n, 0, 1_000_000),
-        seed=None if seed is None or seed == -1 else seed & 0xFFFFFFFF,  # -1: llama.cpp's "random"
-        frequency_penalty=fields.number(body, "frequency_penalty", 0.0, -2.0, 2.0),
-        presence_penalty=fields.number(body, "presence_penalty", 0.0, -2.0, 2.0),
-        logprobs=logprobs,
-    )
+    """The sampling fields, each checked against the engine's table (so a value accepted
+    here passes ``SamplingParams.validate``, and a refused one is a 400 naming it)."""
+    values = {
+        spec.name: fields.sampling(body, spec, spec.default)
+        for spec in SAMPLING_FIELDS
+        if spec.name not in ("seed", "top_p")
+    }
+    top_p = body.get("top_p")
+    if top_p == 0 and not isinstance(top_p, bool):  # nucleus of probability 0: the most likely token
+        values["top_p"], values["top_k"] = 1.0, 1
+    else:
+        values["top_p"] = fields.sampling(body, sampling_field("top_p"), sampling_field("top_p").default)
+    seed = fields.integer(body, "seed", None, RANDOM_SEED, MAX_SEED)
+    return SamplingParams(**values, seed=seed_value(seed), logprobs=logprobs)
 
 
 def _max_tokens(body: Mapping[str, Any], endpoint: Endpoint, facts: ModelFacts) -> int:
@@ -300,10 +300,8 @@ def _tools(
             raise bad_request(
                 f'\'tools[{i}]\' must be {{"type": "function", "function": {{...}}}}.', f"tools[{i}]"
             )
-    try:
-        check_tools(tuple(tools))
-    except EngineError as exc:
-        raise bad_request(exc.message, "tools") from None
+    # The rest of each tool (names, descriptions, parameters) is checked once, by the
+    # engine when the request is submitted (ChatRequest.validate): its 400 names 'tools'.
     choice = body.get("tool_choice", "auto" if tools else "none")
     named = isinstance(choice, dict)
     if not named and choice not in ("none", "auto", "required"):

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,17 @@ class ServerState:
     replies: ReplyCache = field(default_factory=ReplyCache)
     streams: set[EngineStream] = field(default_factory=set)
     heavy: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(HEAVY_MAPPINGS))
+    # The served model's facts and a weak reference to it: an unloaded model is not kept alive.
+    _facts: tuple[weakref.ref[LoadedModel], ModelFacts] | None = None
+
+    def facts(self, model: LoadedModel) -> ModelFacts:
+        """``model``'s facts, taken once per loaded model (the first time it is served) and
+        reused for every request to it; another model replaces them."""
+        cached = self._facts
+        if cached is None or cached[0]() is not model:
+            cached = (weakref.ref(model), model_facts(model))
+            self._facts = cached
+        return cached[1]
 
     def ready_model(self) -> LoadedModel:
         model = self.model()
@@ -119,7 +131,7 @@ class Routes:
         model = self.state.model()
         data = []
         if model is not None and model.is_ready:
-            facts, info = model_facts(model), model.plan.model
+            facts, info = self.state.facts(model), model.plan.model
             data.append({
                 "id": facts.name,
                 "object": "model",
@@ -181,7 +193,7 @@ class Routes:
         state = self.state
         model = state.ready_model()
         body, size = await read_json(request, state.max_body_bytes)
-        facts = model_facts(model)
+        facts = state.facts(model)
         client = client_name(request)
         lookup = state.replies.lookup
         if size > LARGE_BODY:

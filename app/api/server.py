@@ -20,12 +20,12 @@ from app.api.errors import ApiError, ErrorType
 from app.api.guard import api_key_guard, cors_responder, host_guard, origin_guard
 from app.api.request_log import RequestLog, RequestRecord
 from app.api.routes import ModelProvider, Routes, ServerState
-from engine import EngineError
+from engine import DEFAULT_API_HOST, DEFAULT_API_PORT, EngineError
 
 log = logging.getLogger("hearth.api")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
+DEFAULT_HOST = DEFAULT_API_HOST  # the names the app has always used, from the one source
+DEFAULT_PORT = DEFAULT_API_PORT
 MAX_BODY_BYTES = 20 * 1024 * 1024
 SHUTDOWN_TIMEOUT = 2.0  # seconds open connections get to finish when the server stops
 

@@ -23,9 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import DEFAULT_MAX_TOKENS, SamplingParams
+from engine import DEFAULT_MAX_TOKENS, MAX_SEED, SamplingParams, sampling_field
 
-MAX_SEED = 2**32 - 2  # llama.cpp takes a uint32 and reserves 0xFFFFFFFF for "random"
 _ENGINE = SamplingParams()  # the defaults, from the engine: one source for the window and the CLI
 SYSTEM_PROMPT_DEBOUNCE_MS = 400
 
@@ -158,14 +157,17 @@ class SamplingPanel(QWidget):
         self.preset_note.setWordWrap(True)
         self.preset_note.setEnabled(False)
 
-        self.temperature = _double(0.0, 5.0, 0.05, 2, "0 = always the most likely token (greedy)")
-        self.top_p = _double(0.01, 1.0, 0.01, 2, "Keep the fewest tokens whose probabilities add up to this")
+        # The ranges are the engine's table's (the window's part of each valid range).
+        self.temperature = _double("temperature", 0.05, 2, "0 = always the most likely token (greedy)")
+        self.top_p = _double("top_p", 0.01, 2, "Keep the fewest tokens whose probabilities add up to this")
         self.top_k = QSpinBox()
-        self.top_k.setRange(0, 1000)
+        self.top_k.setRange(*(int(v) for v in _window("top_k")))
         self.top_k.setSpecialValueText("off")
         self.top_k.setToolTip("Keep only the k most likely tokens (0 = off)")
-        self.min_p = _double(0.0, 0.99, 0.01, 2, "Drop tokens less likely than this fraction of the top one")
-        self.repeat_penalty = _double(0.5, 2.0, 0.05, 2, "Above 1 discourages repeating recent tokens")
+        self.min_p = _double("min_p", 0.01, 2, "Drop tokens less likely than this fraction of the top one")
+        self.repeat_penalty = _double(
+            "repeat_penalty", 0.05, 2, "Above 1 discourages repeating recent tokens"
+        )
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 131072)
         self.max_tokens.setSingleStep(256)
@@ -290,6 +292,8 @@ class SamplingPanel(QWidget):
 
     def _read(self) -> SamplingSettings:
         seed_text = self.seed.text().strip()
+        # The field takes ten digits; a number past the engine's largest seed is that seed
+        # (MAX_SEED: 2**32 - 1 would be llama.cpp's "random").
         seed = min(int(seed_text), MAX_SEED) if seed_text else None
         return SamplingSettings(
             system_prompt=self.system_prompt.toPlainText(),
@@ -329,9 +333,14 @@ class SamplingPanel(QWidget):
             self._show_preset(self._settings)  # "Custom" is a state, not a choice
 
 
-def _double(low: float, high: float, step: float, decimals: int, tip: str) -> QDoubleSpinBox:
+def _window(name: str) -> tuple[float, float]:
+    spec = sampling_field(name)
+    return spec.window or (spec.low, spec.high)
+
+
+def _double(name: str, step: float, decimals: int, tip: str) -> QDoubleSpinBox:
     spin = QDoubleSpinBox()
-    spin.setRange(low, high)
+    spin.setRange(*_window(name))
     spin.setSingleStep(step)
     spin.setDecimals(decimals)
     spin.setToolTip(tip)

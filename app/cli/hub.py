@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.cli.output import print_json
 from app.platform.paths import AppPaths
+from app.services.planning import planning_hardware
 from app.settings.hub_settings import header_cache_dir, hub_access, load_settings
 from engine import DownloadProgress, DownloadState, format_bytes
 
@@ -34,12 +36,11 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_search(args: argparse.Namespace, paths: AppPaths) -> int:
-    from app.cli.commands import _print_json
     from engine import HubClient
 
     results = HubClient(hub_access(paths)).search(args.query, limit=max(1, args.limit))
     if args.json:
-        _print_json(list(results))
+        print_json(list(results))
         return 0
     if not results:
         print(f"No GGUF repositories match {args.query!r}.")
@@ -54,20 +55,20 @@ def cmd_search(args: argparse.Namespace, paths: AppPaths) -> int:
     return 0
 
 
-def remote_plan(paths: AppPaths, ref_text: str, request: Any) -> tuple[Any, Any]:
-    """(plan, inspection) of a file on the Hub, from its header alone."""
-    from engine import HeaderCache, HubClient, inspect_remote, parse_hub_ref, plan_load, take_snapshot
+def remote_plan(paths: AppPaths, ref_text: str, request: Any, hardware: Any = None) -> tuple[Any, Any]:
+    """(plan, inspection) of a file on the Hub, from its header alone, for ``hardware``
+    (a ``HardwareSnapshot``; None: this machine alone)."""
+    from engine import HeaderCache, HubClient, inspect_remote, parse_hub_ref, plan_load
 
     access = hub_access(paths)
     ref = parse_hub_ref(ref_text)
     listing = HubClient(access).repo_files(ref.repo_id, ref.revision)
     option = listing.find(ref.choice)
     inspection = inspect_remote(access, listing, option, HeaderCache(header_cache_dir(paths)))
-    return plan_load(inspection.info, take_snapshot(), request), inspection
+    return plan_load(inspection.info, hardware or planning_hardware(), request), inspection
 
 
 def cmd_pull(args: argparse.Namespace, paths: AppPaths) -> int:
-    from app.cli.commands import _print_json
     from app.wording.presenters import fit_summary
     from engine import (
         DownloadControl,
@@ -79,7 +80,6 @@ def cmd_pull(args: argparse.Namespace, paths: AppPaths) -> int:
         inspect_remote,
         parse_hub_ref,
         plan_load,
-        take_snapshot,
     )
 
     paths = paths.ensure()
@@ -92,7 +92,7 @@ def cmd_pull(args: argparse.Namespace, paths: AppPaths) -> int:
         options.append(listing.find(listing.projectors[0].path))
     if not args.no_plan and not args.json:
         inspection = inspect_remote(access, listing, option, HeaderCache(header_cache_dir(paths)))
-        plan = plan_load(inspection.info, take_snapshot(), LoadRequest())
+        plan = plan_load(inspection.info, planning_hardware(), LoadRequest())
         print(f"{listing.repo_id} {option.label}: {fit_summary(plan)} on this machine", file=sys.stderr)
     downloader = Downloader(access, paths.models_dir)
     results = []
@@ -112,7 +112,7 @@ def cmd_pull(args: argparse.Namespace, paths: AppPaths) -> int:
         if final.state is DownloadState.DONE and not args.json:
             print(final.target)
     if args.json:
-        _print_json([{"title": r.title, "state": r.state.value, "path": r.target, "bytes": r.total_bytes}
+        print_json([{"title": r.title, "state": r.state.value, "path": r.target, "bytes": r.total_bytes}
                      for r in results])  # fmt: skip
     return 0
 

@@ -238,7 +238,7 @@ class ReplyRunner(QObject):
             return
         split = stream.split
         before = (split.thinking, split.tokens, len(split.thought))
-        _thought, answer = split.feed(delta.text, delta.pieces, time.monotonic())
+        _thought, answer = split.feed(delta.text, delta.pieces, time.monotonic(), delta.reasoning)
         # The block's count moves with tokens that carry no text yet (a tag being held).
         self._show_delta(stream, before != (split.thinking, split.tokens, len(split.thought)), answer)
 

@@ -35,6 +35,7 @@ class ReplySplit:
         self._t_first: float | None = None
         self._t_end: float | None = None
         self._elapsed_before = 0.0  # a continued reply: the thinking time it already had
+        self._apart = False  # thinking arrived apart from the text (a remote server's)
 
     @classmethod
     def resuming(
@@ -75,12 +76,21 @@ class ReplySplit:
     @property
     def thinking(self) -> bool:
         """Inside the thinking now (text of the answer not begun)."""
-        return not self._answering and (self._splitter.in_reasoning or self._opens)
+        return not self._answering and (self._splitter.in_reasoning or self._opens or self._apart)
 
-    def feed(self, text: str, pieces: tuple[str, ...], now: float) -> tuple[str, str]:
-        """A delta's text and the text of each of its tokens: (thinking, answer) it adds."""
+    def feed(
+        self, text: str, pieces: tuple[str, ...], now: float, reasoning: tuple[str, ...] = ()
+    ) -> tuple[str, str]:
+        """A delta's text and the text of each of its tokens, and the thinking that came
+        apart (``TextDelta.reasoning``: a remote server's): (thinking, answer) it adds."""
         thought: list[str] = []
         answer: list[str] = []
+        for piece in reasoning:  # thinking as it is: nothing to split
+            if self._t_first is None:
+                self._t_first = now if self._t_started is None else min(self._t_started, now)
+            self._apart = True
+            self.tokens += 1
+            thought.append(piece)
         fed = 0
         for piece in pieces:
             self._feed_token(piece, now, thought, answer)

@@ -3,6 +3,7 @@ on worker threads; results come back as Qt signals in the GUI thread."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.platform.paths import AppPaths
+from app.services.planning import planning_hardware
 from app.settings.hub_settings import HubSettings, header_cache_dir, hub_access, load_settings
 from engine import (
     Downloader,
@@ -30,10 +32,10 @@ from engine import (
     RemoteInspection,
     RepoFiles,
     RepoSummary,
+    WorkerInfo,
     inspect_remote,
     inspect_remote_projector,
     plan_load,
-    take_snapshot,
 )
 
 SEARCH_LIMIT = 1000
@@ -82,8 +84,11 @@ class DiscoverController(QObject):
     _download = Signal(object)
 
     def __init__(self, paths: AppPaths, hardware: HardwareSnapshot | None = None,
-                 parent: QObject | None = None, max_parallel: int | None = None) -> None:  # fmt: skip
+                 parent: QObject | None = None, max_parallel: int | None = None,
+                 workers: Callable[[], Iterable[WorkerInfo]] = tuple) -> None:  # fmt: skip
         super().__init__(parent)
+        # The user's RPC workers (read on this thread): plans are for this machine and them.
+        self._workers = workers
         self.paths = paths
         self.settings: HubSettings = load_settings(paths)
         self.access: HubAccess = hub_access(paths, self.settings)
@@ -189,6 +194,7 @@ class DiscoverController(QObject):
         self.repo = None
         self.plans = {}
         access = self.access
+        workers = tuple(self._workers())
 
         def job() -> None:
             try:
@@ -197,7 +203,7 @@ class DiscoverController(QObject):
                 self._repo.emit(gen, None, exc.message)
                 return
             self._repo.emit(gen, listing, None)
-            hardware = self._hardware or take_snapshot()
+            hardware = planning_hardware(self._hardware, workers)
             projector = self._projector(access, listing)
             for option in listing.quants:
                 if gen != self._repo_gen or self._shut_down:

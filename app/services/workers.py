@@ -17,6 +17,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
+from app.services.planning import planning_hardware
 from engine import (
     EngineError,
     HardwareSnapshot,
@@ -26,7 +27,6 @@ from engine import (
     parse_worker_address,
     ping_worker,
     probe_worker,
-    with_workers,
 )
 
 log = logging.getLogger("hearth.workers")
@@ -72,7 +72,7 @@ class WorkerRegistry(QObject):
 
     def hardware(self, snapshot: HardwareSnapshot) -> HardwareSnapshot:
         """``snapshot`` with the devices of the workers that answered, for the planner."""
-        return with_workers(replace(snapshot, remote_devices=()), self._info.values())
+        return planning_hardware(snapshot, self._info.values())
 
     # -- changes ----------------------------------------------------------------------
 

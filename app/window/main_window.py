@@ -39,6 +39,7 @@ from app.conversation.controller import ChatController
 from app.conversation.model_chooser import ModelChooser
 from app.dashboard import DashboardView
 from app.services.bundle import Services
+from app.services.planning import planning_hardware
 from app.settings.preferences import Preferences
 from app.state.choices import ModelChoice
 from app.widgets.hardware_panel import HardwarePanel
@@ -218,7 +219,7 @@ class MainWindow(QMainWindow):
         self.chat.title_changed.connect(self.chats_page.header.set_title)
         self.notices = ChatNotices(
             self.session, self.chat, self.chooser, self.chats_page,
-            lambda: self._hardware or take_snapshot(), self.load_model, self.status_label.setText,
+            self.planning_hardware, self.load_model, self.status_label.setText,
         )  # fmt: skip
         self.chat.parallel_wanted.connect(self.offer_parallel)
         self.chats_page.settings_visibility_changed.connect(self._remember_settings_column)
@@ -472,7 +473,7 @@ class MainWindow(QMainWindow):
         """This machine, with the devices of the workers that answered: what plans use."""
         if self._hardware is None:
             self._hardware = take_snapshot()
-        return self.workers.hardware(self._hardware)
+        return planning_hardware(self._hardware, self.workers.workers)
 
     def ask_for_worker(self) -> None:
         self.workers_view.ask()

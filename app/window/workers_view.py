@@ -12,7 +12,7 @@ from app.services.workers import WorkerRegistry
 from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.model_panel import ModelPanel
 from app.window.dashboard_dock import DashboardDock
-from engine import EngineError, HardwareSnapshot
+from engine import DEFAULT_API_HOST, DEFAULT_WORKER_PORT, EngineError, HardwareSnapshot
 
 
 class WorkersView:
@@ -47,7 +47,7 @@ class WorkersView:
             "Add worker",
             "host:port of a machine running `hearth worker`\n"
             "(llama.cpp's RPC has no authentication: add only machines on a network you trust)",
-            text="127.0.0.1:50052",
+            text=f"{DEFAULT_API_HOST}:{DEFAULT_WORKER_PORT}",  # a worker on this machine
         )
         if ok and text.strip():
             self.add(text)

@@ -6,7 +6,12 @@ from engine.base.lazy import lazy_exports
 _EXPORTS = {
     "to_jsonable": "jsonable",
     "lazy_exports": "lazy",
+    "DEFAULT_API_HOST": "defaults",
+    "DEFAULT_API_PORT": "defaults",
     "DEFAULT_CONTEXT_PER_CONVERSATION": "defaults",
+    "DEFAULT_KV_CACHE_TYPE": "defaults",
+    "DEFAULT_N_UBATCH": "defaults",
+    "DEFAULT_WORKER_PORT": "defaults",
     "DEFAULT_MAX_DRAFT": "defaults",
     "DEFAULT_MAX_TOKENS": "defaults",
     "DEFAULT_N_BATCH": "defaults",

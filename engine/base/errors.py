@@ -62,7 +62,12 @@ class NativeBuildUnsafe(EngineError):
 
 
 class InvalidChatRequest(EngineError):
-    """A request whose settings or content cannot be served."""
+    """A request whose settings or content cannot be served. ``field``: the
+    ``SamplingParams`` field at fault, when one is (the API names it in its 400)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ReplyInterrupted(EngineError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 
 from engine.chat.json_scan import WS, CallScanner, Scan, ValueScanner
+from engine.chat.messages import MAX_TOOL_NAME
 from engine.chat.near_json import MAX_CHARS
 from engine.chat.tool_call_values import FENCE, cut_call, generic_calls, unfenced
 
@@ -35,7 +36,7 @@ class Phase(enum.Enum):
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 PYTHON_TAG = "<|python_tag|>"
 MISTRAL_OPEN, MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
-MAX_NAME = 64  # the longest function name MISTRAL's [TOOL_CALLS]name[ARGS] is read with
+MAX_NAME = MAX_TOOL_NAME  # the longest function name MISTRAL's [TOOL_CALLS]name[ARGS] is read with
 
 
 def held_prefix(text: str, tag: str) -> int:

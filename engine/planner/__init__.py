@@ -51,9 +51,9 @@ The modules, bottom up:
 
 from __future__ import annotations
 
+from engine.base.defaults import DEFAULT_N_UBATCH
 from engine.planner.load_plan import (
     CONTEXT_STEP,
-    DEFAULT_N_UBATCH,
     FLASH_ATTN_AUTO,
     FLASH_ATTN_ENABLED,
     GIB,

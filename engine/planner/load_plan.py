@@ -7,7 +7,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from engine.base.defaults import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_DRAFT
+from engine.base.defaults import (
+    DEFAULT_CONTEXT_PER_CONVERSATION,
+    DEFAULT_KV_CACHE_TYPE,
+    DEFAULT_MAX_DRAFT,
+)
 from engine.base.errors import EngineError
 from engine.base.units import format_bytes
 from engine.catalog import ModelInfo
@@ -19,7 +23,6 @@ GIB = 1024 * MIB
 CONTEXT_STEP = 256
 MIN_CONTEXT = 256
 MAX_PARALLEL = 256  # llama_max_parallel_sequences()
-DEFAULT_N_UBATCH = 512
 MAX_N_UBATCH = 8192
 # Threads a request may ask for (llama.cpp's GGML_MAX_N_THREADS is 512).
 MAX_THREADS = 256
@@ -56,6 +59,7 @@ class KvCacheType(enum.Enum):
 _GGML_TYPE = {KvCacheType.F16: 1, KvCacheType.Q4_0: 2, KvCacheType.Q8_0: 8}
 # (bytes per block, elements per block): q8_0 is 32 int8 + an f16 scale, q4_0 32 nibbles + f16.
 _KV_BLOCK = {KvCacheType.F16: (2, 1), KvCacheType.Q8_0: (34, 32), KvCacheType.Q4_0: (18, 32)}
+_DEFAULT_KV_TYPE = KvCacheType(DEFAULT_KV_CACHE_TYPE)
 
 
 class LoadPhase(enum.Enum):
@@ -95,7 +99,7 @@ class LoadRequest:
     context_per_conversation: int = DEFAULT_CONTEXT_PER_CONVERSATION
     parallel: int = 1
     gpu_layers: int | None = None
-    kv_type: KvCacheType = KvCacheType.F16
+    kv_type: KvCacheType = _DEFAULT_KV_TYPE
     n_ubatch: int | None = None  # None: the planner chooses
     projector: ModelInfo | None = None
     draft: ModelInfo | None = None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.base.defaults import DEFAULT_N_BATCH
+from engine.base.defaults import DEFAULT_N_BATCH, DEFAULT_N_UBATCH
 from engine.catalog import ModelInfo
 from engine.machine.hardware import HardwareSnapshot
 from engine.planner.load_plan import (
     CONTEXT_STEP,
-    DEFAULT_N_UBATCH,
     MAX_N_UBATCH,
     MAX_PARALLEL,
     MIN_CONTEXT,

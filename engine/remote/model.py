@@ -38,7 +38,7 @@ class RemoteModel:
 
     @property
     def chat_traits(self) -> ChatTraits | None:
-        return None  # thinking arrives apart (reasoning_content) and is tagged as the default
+        return None  # thinking arrives apart (reasoning_content): passed on as TextDelta.reasoning
 
     @property
     def context_per_conversation(self) -> int:

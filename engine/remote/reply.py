@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.remote.endpoint import READ_TIMEOUT_S, RemoteEndpoint
 from engine.remote.errors import RemoteError, RemoteInterrupted, RemoteRefused, translate
-from engine.remote.wire import THINK_CLOSE, THINK_OPEN, chat_body, chunk_parts, stop_reason, timings
+from engine.remote.wire import chat_body, chunk_parts, stop_reason, timings
 from engine.requests.completion import Completion, StopReason, Usage
 from engine.requests.events import Completed, Failed, Started, TextDelta
 from engine.requests.handle import RequestHandle
@@ -33,10 +33,11 @@ class RemoteReply:
         self._lock = threading.Lock()  # publishing: this thread and a stop from another
         self._ended = False
         self._stream: Any = None  # the SDK's Stream, closed by a stop
-        self._text = ""  # everything that arrived (thinking in tags), for the Completion
-        self._pending: list[str] = []  # pieces not yet published
+        self._text = ""  # the answer's text, for the Completion
+        self._reasoning = ""  # the thinking, which the server sends apart (reasoning_content)
+        self._pending: list[str] = []  # pieces of text not yet published
+        self._pending_reasoning: list[str] = []  # and of thinking
         self._last_emit = 0.0
-        self._in_reasoning = False
         self._t0 = time.monotonic()
         self._t_first: float | None = None
         self._usage: Usage | None = None
@@ -91,7 +92,6 @@ class RemoteReply:
             return
         with self._lock:
             if not self._ended:
-                self._close_reasoning()
                 self._flush_locked()
                 self._end_locked(Completed(self._completion(stop_reason(self._finish))))
 
@@ -100,20 +100,9 @@ class RemoteReply:
         self._usage = parts.usage or self._usage
         self._timings = parts.timings or self._timings
         self._finish = parts.finish_reason or self._finish
-        pieces = []
-        # A reasoning model's thinking comes apart (reasoning_content): it is put back in
-        # tags, so the window's ReplySplit shows it as it shows a local model's.
-        if parts.reasoning:
-            if not self._in_reasoning:
-                self._in_reasoning = True
-                pieces.append(THINK_OPEN)
-            pieces.append(parts.reasoning)
-        if parts.content:
-            if self._in_reasoning:
-                self._in_reasoning = False
-                pieces.append(THINK_CLOSE)
-            pieces.append(parts.content)
-        if not pieces:
+        # A reasoning model's thinking comes apart (reasoning_content): it is passed on apart
+        # (TextDelta.reasoning), never wrapped in tags for someone to split out again.
+        if not parts.reasoning and not parts.content:
             return
         self._chunks += 1  # about a token each: the count when the server reports no usage
         now = time.monotonic()
@@ -123,16 +112,14 @@ class RemoteReply:
             if self._t_first is None:
                 self._t_first = now
                 self.handle._publish(Started())
-            self._text += "".join(pieces)
-            self._pending += pieces
+            if parts.reasoning:
+                self._reasoning += parts.reasoning
+                self._pending_reasoning.append(parts.reasoning)
+            if parts.content:
+                self._text += parts.content
+                self._pending.append(parts.content)
             if now - self._last_emit >= self.request.text_interval():
                 self._flush_locked()
-
-    def _close_reasoning(self) -> None:
-        if self._in_reasoning:
-            self._in_reasoning = False
-            self._text += THINK_CLOSE
-            self._pending.append(THINK_CLOSE)
 
     def _fail(self, exc: BaseException | None) -> None:
         import httpx  # here, as in endpoint.py: importing engine.remote stays cheap
@@ -145,7 +132,6 @@ class RemoteReply:
             error: RemoteError
             if self._t_first is not None:
                 # Text arrived: keep it. Whatever broke, the reply can be continued.
-                self._close_reasoning()
                 self._flush_locked()
                 if exc is None or isinstance(exc, (httpx.TransportError, openai.APIConnectionError)):
                     why = f"the connection to {where} was lost mid-reply"
@@ -159,9 +145,10 @@ class RemoteReply:
             self._end_locked(Failed(error))
 
     def _flush_locked(self) -> None:
-        if self._pending:
+        if self._pending or self._pending_reasoning:
             pieces, self._pending = tuple(self._pending), []
-            self.handle._publish(TextDelta("".join(pieces), pieces=pieces))
+            reasoning, self._pending_reasoning = tuple(self._pending_reasoning), []
+            self.handle._publish(TextDelta("".join(pieces), pieces=pieces, reasoning=reasoning))
         self._last_emit = time.monotonic()
 
     def _end_locked(self, event: Completed | Failed) -> None:
@@ -174,6 +161,7 @@ class RemoteReply:
         usage = self._usage or Usage(0, 0, self._chunks)
         return Completion(
             text=self._text,
+            reasoning=self._reasoning,
             stop_reason=reason,
             usage=usage,
             timings=timings(self._timings, first - self._t0, now - first, usage.completion_tokens),

@@ -13,9 +13,6 @@ from engine.chat import ChatMessage, Role
 from engine.requests.completion import StopReason, Timings, Usage
 from engine.requests.request import ChatRequest
 
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
-
 _FINISH = {"length": StopReason.LENGTH}  # everything else ("stop", "tool_calls"...) ends a turn
 
 

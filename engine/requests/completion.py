@@ -79,6 +79,8 @@ class Completion:
     model_identity: str = ""  # the model that made ``tokens``: store it as ChatMessage.tokens_model
     # With SamplingParams.logprobs: one per entry of ``tokens``, in order (the TextDeltas' together).
     logprobs: tuple[TokenLogprob, ...] = ()
+    # Thinking that came apart from the text (a remote server's reasoning_content); never in ``text``.
+    reasoning: str = ""
     # Other programs' CPU load while it was computed (None: too quick to tell, or remote).
     cpu: CpuContention | None = None
 

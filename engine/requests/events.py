@@ -42,6 +42,9 @@ class TextDelta:
     # Joined they are a prefix of ``text``; the rest is held text released at the end.
     # What a caller needs to count tokens per part of a reply (the thinking, the answer).
     pieces: tuple[str, ...] = ()
+    # Thinking that arrived apart from the text (a remote server's reasoning_content), in the
+    # pieces it came in (about a token each): never in ``text``, so nothing splits it out again.
+    reasoning: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,10 @@ class ChatRequest:
         if self.tools:
             if self.prompt is not None:
                 raise InvalidChatRequest("Tools need chat messages, not a raw prompt.")
-            check_tools(self.tools)
+            try:
+                check_tools(self.tools)
+            except InvalidChatRequest as exc:  # named, so the API's 400 says which field
+                raise InvalidChatRequest(exc.message, field="tools") from None
         if any(m.role is Role.TOOL and not m.tool_call_id and not m.name for m in self.messages):
             raise InvalidChatRequest("A tool message must say which call it answers (tool_call_id).")
         self.sampling.validate()

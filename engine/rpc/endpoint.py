@@ -5,9 +5,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from engine.base.defaults import DEFAULT_WORKER_PORT
 from engine.base.errors import EngineError
 
-DEFAULT_PORT = 50052  # llama.cpp's rpc-server default
+DEFAULT_PORT = DEFAULT_WORKER_PORT  # llama.cpp's rpc-server default
 
 
 class InvalidAddress(EngineError, ValueError):

@@ -8,17 +8,15 @@ with its log-probabilities, is ``engine.runtime.token_sampler.TokenSampler``.
 
 from __future__ import annotations
 
-import math
 import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from engine.base.errors import InvalidChatRequest
+from engine.sampling.fields import FIELDS_BY_NAME, MAX_SEED, SAMPLING_FIELDS
 from engine.sampling.grammar import JSON_OBJECT_GRAMMAR, Grammar, grammar_from_json_schema
 
 MAX_LOGPROBS = 20  # OpenAI's top_logprobs range is 0..20
-MAX_REPEAT_WINDOW = 1 << 20
-MAX_INT32 = (1 << 31) - 1
 
 __all__ = [
     "GREEDY",
@@ -32,12 +30,16 @@ __all__ = [
 ]
 
 
+def _default(name: str) -> Any:
+    return FIELDS_BY_NAME[name].default
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Per-request sampling. Temperature 0 is greedy (penalties still apply).
 
-    The defaults are llama.cpp's own (llama-server, llama-cli), so a model answers in
-    Hearth as it does there; the window's "Balanced" preset and the CLI take them from here.
+    The defaults and ranges are the table's (``engine.sampling.fields``): llama.cpp's own
+    defaults; the window's "Balanced" preset and the CLI take them from here.
 
     ``frequency_penalty``/``presence_penalty`` are OpenAI's (-2..2), applied by llama.cpp's
     penalties sampler over the last ``repeat_last_n`` tokens, as llama-server does.
@@ -46,15 +48,15 @@ class SamplingParams:
     (``TokenLogprob`` on every ``TextDelta`` and the ``Completion``).
     """
 
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.1
-    repeat_last_n: int = 64
-    seed: int | None = None  # None: a fresh seed per request
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
+    temperature: float = _default("temperature")
+    top_k: int = _default("top_k")
+    top_p: float = _default("top_p")
+    min_p: float = _default("min_p")
+    repeat_penalty: float = _default("repeat_penalty")
+    repeat_last_n: int = _default("repeat_last_n")
+    seed: int | None = None  # None: a fresh seed per request (0..MAX_SEED: a fixed one)
+    frequency_penalty: float = _default("frequency_penalty")
+    presence_penalty: float = _default("presence_penalty")
     grammar: Grammar | None = None
     logprobs: int | None = None
 
@@ -66,63 +68,26 @@ class SamplingParams:
         )
 
     def validate(self) -> None:
-        for name in (
-            "temperature",
-            "top_p",
-            "min_p",
-            "repeat_penalty",
-            "frequency_penalty",
-            "presence_penalty",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InvalidChatRequest(
-                    f"{name.replace('_', ' ').capitalize()} must be a number, not {value!r}."
-                )
-        for name in ("top_k", "repeat_last_n"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidChatRequest(
-                    f"{name.replace('_', ' ').capitalize()} must be an integer, not {value!r}."
-                )
-        if not 0.0 <= self.temperature <= 5.0:
-            raise InvalidChatRequest(f"Temperature must be between 0 and 5, not {self.temperature}.")
-        if not 0 <= self.top_k <= MAX_INT32:
-            raise InvalidChatRequest(f"Top-k must be 0 (off) or more, not {self.top_k}.")
-        if not 0.0 < self.top_p <= 1.0:
-            raise InvalidChatRequest(f"Top-p must be above 0 and at most 1, not {self.top_p}.")
-        if not 0.0 <= self.min_p < 1.0:
-            raise InvalidChatRequest(f"Min-p must be at least 0 and below 1, not {self.min_p}.")
-        if not 0.0 < self.repeat_penalty <= 10.0:
-            raise InvalidChatRequest(
-                f"Repeat penalty must be above 0 and at most 10, not {self.repeat_penalty}."
-            )
-        if self.repeat_last_n < 0:
-            raise InvalidChatRequest("Repeat window must not be negative.")
-        if self.repeat_last_n > MAX_REPEAT_WINDOW:
-            # llama.cpp allocates the whole window up front: a huge one would abort the process.
-            raise InvalidChatRequest(f"Repeat window must be at most {MAX_REPEAT_WINDOW:,} tokens.")
-        if not -2.0 <= self.frequency_penalty <= 2.0:
-            raise InvalidChatRequest(
-                f"Frequency penalty must be between -2 and 2, not {self.frequency_penalty}."
-            )
-        if not -2.0 <= self.presence_penalty <= 2.0:
-            raise InvalidChatRequest(
-                f"Presence penalty must be between -2 and 2, not {self.presence_penalty}."
-            )
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise InvalidChatRequest(f"The seed must be an integer, not {self.seed!r}.")
+        """Refuse a value outside the table (``engine.sampling.fields``); the error names
+        the field (``InvalidChatRequest.field``) so the API can say which one."""
+        for spec in SAMPLING_FIELDS:
+            value = getattr(self, spec.name)
+            if value is None and spec.default is None:  # the seed: None is "random"
+                continue
+            problem = spec.problem(value)
+            if problem is not None:
+                raise InvalidChatRequest(problem, field=spec.name)
         if self.logprobs is not None and (
             isinstance(self.logprobs, bool)
             or not isinstance(self.logprobs, int)
             or not 0 <= self.logprobs <= MAX_LOGPROBS
         ):
             raise InvalidChatRequest(
-                f"Top logprobs must be between 0 and {MAX_LOGPROBS}, not {self.logprobs!r}."
+                f"Top logprobs must be between 0 and {MAX_LOGPROBS}, not {self.logprobs!r}.", field="logprobs"
             )
         if self.grammar is not None:
             if not isinstance(self.grammar, Grammar):
-                raise InvalidChatRequest("A grammar must be an engine Grammar.")
+                raise InvalidChatRequest("A grammar must be an engine Grammar.", field="grammar")
             self.grammar.validate()
 
 
@@ -157,8 +122,9 @@ def build_chain(vocab: Any, params: SamplingParams) -> Any:
     if params.min_p > 0.0:
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
     ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(params.temperature))
-    seed = params.seed if params.seed is not None else secrets.randbits(32)
-    ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+    # A validated seed is 0..MAX_SEED, never llama.cpp's "random" value.
+    seed = params.seed if params.seed is not None else secrets.randbelow(MAX_SEED + 1)
+    ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed))
     return chain
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from engine.base.defaults import DEFAULT_N_BATCH, DEFAULT_QUEUE_CAPACITY
+from engine.base.defaults import DEFAULT_N_BATCH, DEFAULT_N_UBATCH, DEFAULT_QUEUE_CAPACITY
 
-DEFAULT_N_UBATCH = 512
 DEFAULT_PREFILL_QUANTUM = 512
 DEFAULT_COMMAND_QUEUE = DEFAULT_QUEUE_CAPACITY  # the name the scheduler's rules use
 SIMILARITY_THRESHOLD = 0.1

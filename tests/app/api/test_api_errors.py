@@ -47,12 +47,15 @@ def chat(server: ServerThread, **fields: object) -> tuple[int, dict]:
 
 BAD_FIELDS = [
     ({"temperature": "hot"}, "temperature", "must be a number"),
-    ({"temperature": -1}, "temperature", "between 0 and 2"),
-    ({"temperature": 3}, "temperature", "between 0 and 2"),
-    ({"top_p": 1.5}, "top_p", "between 0 and 1"),
+    ({"temperature": -1}, "temperature", "between 0 and 5"),
+    ({"temperature": 6}, "temperature", "between 0 and 5"),
+    ({"top_p": 1.5}, "top_p", "at most 1"),
     ({"top_k": -1}, "top_k", "at least 0"),
     ({"top_k": 2.5}, "top_k", "integer"),
-    ({"min_p": 2}, "min_p", "between 0 and 1"),
+    ({"min_p": 2}, "min_p", "at least 0 and below 1"),
+    ({"min_p": 1.0}, "min_p", "at least 0 and below 1"),  # SamplingParams.validate's range too
+    ({"seed": 2**32 - 1}, "seed", "at most 4294967294"),  # llama.cpp's "random": not a seed
+    ({"seed": -2}, "seed", "at least -1"),
     ({"repeat_penalty": 0}, "repeat_penalty", "above 0"),
     ({"seed": "x"}, "seed", "integer"),
     ({"seed": 1e30}, "seed", "at most"),
@@ -264,3 +267,26 @@ def test_what_a_client_sends_is_logged_printably(server: ServerThread) -> None:
     record = server.call(lambda: server.server.log.records[-1])
     assert record.status == 400
     record.line().encode("utf-8")  # a terminal can print it (hearth serve logs every request)
+
+
+def test_sampling_400s_name_the_field_through_the_sdk(server: ServerThread) -> None:
+    client = server.client()
+    for extra, param in (({"min_p": 1.0}, "min_p"), ({"seed": 2**32 - 1}, "seed")):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="m", messages=HELLO, max_tokens=2, extra_body=extra)
+        assert caught.value.body["param"] == param  # type: ignore[index]
+    # -1 is "random", as in llama-server; the largest seed is one.
+    for seed in (-1, 2**32 - 2):
+        reply = client.chat.completions.create(model="m", messages=HELLO, max_tokens=2, seed=seed)
+        assert reply.choices[0].message.content
+
+
+def test_an_engine_refusal_of_a_sampling_field_names_it() -> None:
+    from app.api.errors import from_engine_error
+    from engine import InvalidChatRequest, SamplingParams
+
+    with pytest.raises(InvalidChatRequest) as caught:
+        SamplingParams(min_p=1.0).validate()
+    error = from_engine_error(caught.value)
+    assert (error.status, error.param) == (400, "min_p")
+    assert from_engine_error(InvalidChatRequest("x")).param is None

@@ -1042,6 +1042,21 @@ def test_sampling_presets_and_changes(qtbot) -> None:
     with qtbot.waitSignal(panel.changed) as changed:
         panel.seed.clear()
     assert changed.args[0].seed is None  # blank: random
+    # One seed rule with the engine and the API: llama.cpp's "random" (2**32 - 1) is not a
+    # seed, so the largest typed value is the engine's largest seed.
+    from engine import MAX_SEED, SAMPLING_FIELDS, is_valid_seed
+
+    with qtbot.waitSignal(panel.changed) as changed:
+        panel.seed.setText(str(2**32 - 1))
+    assert changed.args[0].seed == MAX_SEED and is_valid_seed(changed.args[0].seed)
+    changed.args[0].to_params().validate()
+    with qtbot.waitSignal(panel.changed) as changed:
+        panel.seed.clear()
+    # The spin boxes offer the window's part of the engine's table, nothing the engine refuses.
+    for spec in SAMPLING_FIELDS:
+        box = getattr(panel, spec.name, None)
+        if spec.window is not None and box is not None:
+            assert (box.minimum(), box.maximum()) == pytest.approx(spec.window), spec.name
 
     with qtbot.waitSignal(panel.changed, timeout=2000) as changed:
         panel.system_prompt.setPlainText("Answer like a pirate.")

@@ -345,10 +345,10 @@ def test_refs_inside_the_schema_convert() -> None:
         (SamplingParams(logprobs=-1), "Top logprobs"),
         (SamplingParams(logprobs=True), "Top logprobs"),  # type: ignore[arg-type]
         (SamplingParams(temperature=math.nan), "Temperature must be a number"),
-        (SamplingParams(top_p=math.inf), "Top p must be a number"),
-        (SamplingParams(top_k=1.5), "Top k must be an integer"),  # type: ignore[arg-type]
-        (SamplingParams(top_k=2**31), "Top-k must be 0"),
-        (SamplingParams(repeat_last_n=10**9), "Repeat window must be at most"),
+        (SamplingParams(top_p=math.inf), "Top-p must be a number"),
+        (SamplingParams(top_k=1.5), "Top-k must be an integer"),  # type: ignore[arg-type]
+        (SamplingParams(top_k=2**31), "Top-k must be between 0 and"),
+        (SamplingParams(repeat_last_n=10**9), "Repeat window must be between 0 and 1048576"),
         (SamplingParams(seed="7"), "seed must be an integer"),  # type: ignore[arg-type]
         (SamplingParams(grammar='root ::= "a"'), "must be an engine Grammar"),  # type: ignore[arg-type]
         (SamplingParams(grammar=Grammar("root ::= x")), "'x' is used but never defined"),
