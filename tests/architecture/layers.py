@@ -27,15 +27,12 @@ ENGINE_NEVER = ("app", "PySide6.QtWidgets", "PySide6.QtGui")
 PURE = ("engine.scheduler", "engine.speculation.policy")
 PURE_MAY_REACH = ("engine.base",)
 
-# Circles of modules today (strongly connected components over imports that run). Being fixed
-# on other branches; the lead empties this set at merge.
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset({"app.cli.commands", "app.cli.hub"}),  # hub borrows commands' _print_json
-    }
-)
+# Circles of modules (strongly connected components over imports that run) tolerated for now:
+# none. A circle that must stay for a while is listed here, and the set may only shrink.
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset()
 
-# Widgets importing a service, a controller or the window today: (module, module it imports).
+# Widgets importing a service, a controller or the window, tolerated for now: none (module,
+# module it imports); the set may only shrink.
 KNOWN_WIDGET_IMPORTS: frozenset[tuple[str, str]] = frozenset()
 
 # Which room may import which, a room being a package under a root (``engine.native``) or a root
@@ -79,6 +76,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "app.api",
             "app.application",
             "app.platform",
+            "app.services",
             "app.settings",
             "app.wording",
             "engine.base",
