@@ -299,7 +299,8 @@ def test_the_window_session_drops_a_model_whose_worker_died_and_loads_the_next(q
         b.process.kill()
         qtbot.waitUntil(lambda: session.state is SessionState.FAILED, timeout=15_000)
         assert session.model is None and len(failures) == 1 and isinstance(failures[0], WorkerUnavailable)
-        assert isinstance(handle.error, WorkerUnavailable) and "".join(deltas)  # what streamed stays
+        # what streamed stays
+        assert isinstance(handle.error, WorkerUnavailable) and "".join(d.text for d in deltas)
         assert model.lost_worker and model.state.name == "UNLOADED"
         session.load(plan_for(GEMMA, ctx=512, parallel=1))
         qtbot.waitUntil(lambda: session.state is SessionState.READY, timeout=TIMEOUT * 1000)

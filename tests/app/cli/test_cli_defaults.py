@@ -31,8 +31,8 @@ def test_one_source_for_the_engine_s_numbers() -> None:
     import engine.planner as planner
     import engine.rpc as rpc
     import engine.scheduler as scheduler
-    from engine.chat import messages, tool_calls
+    from engine.chat import messages, tool_call_formats
 
     assert planner.DEFAULT_N_UBATCH is scheduler.DEFAULT_N_UBATCH is DEFAULT_N_UBATCH
     assert rpc.DEFAULT_PORT == DEFAULT_WORKER_PORT
-    assert tool_calls._MAX_NAME == messages.MAX_TOOL_NAME == 64
+    assert tool_call_formats.MAX_NAME == messages.MAX_TOOL_NAME == 64
