@@ -13,8 +13,8 @@ from app.cli.options import (
     add_worker_options,
     parse_int,
     read_hardware,
+    read_load_request,
     read_speculation,
-    read_split,
     read_threads,
 )
 from app.cli.output import print_json
@@ -70,11 +70,9 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         Completed,
         Engine,
         ImageRejected,
-        LoadRequest,
         SamplingParams,
         TextDelta,
         inspect_model,
-        inspect_projector,
         load_images,
         plan_load,
         seed_value,
@@ -97,26 +95,8 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         messages=tuple(messages), sampling=sampling, max_tokens=args.max_tokens, stop=tuple(args.stop)
     )
     request.validate()
-    projector = inspect_projector(args.mmproj) if args.mmproj else None
     speculation = read_speculation(args)
-    draft = inspect_model(speculation.draft_path) if speculation and speculation.draft_path else None
-    gpu_layers = (
-        None if str(args.gpu_layers).lower() == "auto" else parse_int(args.gpu_layers, "--gpu-layers")
-    )
-    plan = plan_load(
-        inspect_model(args.model),
-        read_hardware(args),
-        LoadRequest(
-            context_per_conversation=args.ctx,
-            parallel=1,
-            gpu_layers=gpu_layers,
-            projector=projector,
-            draft=draft,
-            max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
-            threads=read_threads(args),
-            tensor_split=read_split(args),
-        ),
-    )
+    plan = plan_load(inspect_model(args.model), read_hardware(args), read_load_request(args, speculation))
     model = Engine.load(plan, speculation=speculation).wait_ready()
     try:
         handle = model.submit(request)

@@ -12,10 +12,8 @@ from app.cli.options import (
     add_kv_option,
     add_threads_option,
     add_worker_options,
-    read_gpu_layers,
     read_hardware,
-    read_split,
-    read_threads,
+    read_load_request,
 )
 from app.cli.output import print_json, print_rows
 from app.platform.paths import AppPaths
@@ -64,30 +62,11 @@ def cmd_inspect(args: argparse.Namespace, paths: AppPaths) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, paths: AppPaths) -> int:
-    from engine import (
-        KvCacheType,
-        LoadRequest,
-        describe_plan,
-        format_bytes,
-        inspect_model,
-        inspect_projector,
-        plan_load,
-    )
+    from engine import describe_plan, format_bytes, inspect_model, plan_load
 
     remote = str(args.file).startswith("hf://")
     info = None if remote else inspect_model(Path(args.file))
-    projector = inspect_projector(args.mmproj) if args.mmproj else None
-    gpu_layers = read_gpu_layers(args)
-    request = LoadRequest(
-        context_per_conversation=args.ctx,
-        parallel=args.parallel,
-        gpu_layers=gpu_layers,
-        kv_type=KvCacheType(args.kv),
-        n_ubatch=args.ubatch,
-        projector=projector,
-        threads=read_threads(args),
-        tensor_split=read_split(args),
-    )
+    request = read_load_request(args)
     if info is None:
         from app.cli.hub import remote_plan
 

@@ -123,3 +123,31 @@ def parse_int(text: str, option: str) -> int:
         return int(text)
     except ValueError:
         raise EngineError(f"{option} expects 'auto' or a whole number, not {text!r}") from None
+
+
+def read_load_request(args: argparse.Namespace, speculation=None):  # -> LoadRequest
+    """The ``LoadRequest`` a subcommand's options describe; options it lacks keep their defaults.
+
+    ``speculation`` (from ``read_speculation``) adds its draft model and draft length.
+    """
+    from engine import KvCacheType, LoadRequest, inspect_model, inspect_projector
+
+    fields: dict = {
+        "context_per_conversation": args.ctx,
+        "gpu_layers": read_gpu_layers(args),
+        "threads": read_threads(args),
+        "tensor_split": read_split(args),
+    }
+    if getattr(args, "parallel", None) is not None:
+        fields["parallel"] = args.parallel
+    if getattr(args, "kv", None) is not None:
+        fields["kv_type"] = KvCacheType(args.kv)
+    if getattr(args, "ubatch", None) is not None:
+        fields["n_ubatch"] = args.ubatch
+    if getattr(args, "mmproj", None):
+        fields["projector"] = inspect_projector(args.mmproj)
+    if speculation is not None and speculation.draft_path:
+        fields["draft"] = inspect_model(speculation.draft_path)
+    if speculation is not None and speculation.enabled:
+        fields["max_draft"] = speculation.max_draft
+    return LoadRequest(**fields)

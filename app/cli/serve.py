@@ -12,9 +12,8 @@ from app.cli.options import (
     add_kv_option,
     add_speculation_options,
     add_threads_option,
-    read_gpu_layers,
+    read_load_request,
     read_speculation,
-    read_threads,
 )
 from app.platform.paths import AppPaths
 from engine import (
@@ -92,25 +91,14 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
     from app.api import ServerConfig
     from app.api.headless import ServeOptions, run_serve
     from app.services.planning import planning_hardware
-    from engine import KvCacheType, LoadRequest, inspect_model, inspect_projector, plan_load
+    from engine import inspect_model, plan_load
 
     if not 0 <= args.port <= 65535:
         raise EngineError(f"--port must be between 0 and 65535, not {args.port}.")
     if args.parallel < 1:
         raise EngineError(f"--parallel must be at least 1, not {args.parallel}.")
     speculation = read_speculation(args)
-    draft = inspect_model(speculation.draft_path) if speculation and speculation.draft_path else None
-    gpu_layers = read_gpu_layers(args)
-    request = LoadRequest(
-        context_per_conversation=args.ctx,
-        parallel=args.parallel,
-        gpu_layers=gpu_layers,
-        kv_type=KvCacheType(args.kv),
-        projector=inspect_projector(args.mmproj) if args.mmproj else None,
-        draft=draft,
-        max_draft=speculation.max_draft if speculation and speculation.enabled else 0,
-        threads=read_threads(args),
-    )
+    request = read_load_request(args, speculation)
     plan = plan_load(inspect_model(args.model), planning_hardware(), request)
     config = ServerConfig(
         host=args.host, port=args.port, api_key=args.api_key or None, cors_origins=tuple(args.cors_origin)

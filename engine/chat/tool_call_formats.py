@@ -36,7 +36,6 @@ class Phase(enum.Enum):
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 PYTHON_TAG = "<|python_tag|>"
 MISTRAL_OPEN, MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
-MAX_NAME = MAX_TOOL_NAME  # the longest function name MISTRAL's [TOOL_CALLS]name[ARGS] is read with
 
 
 def held_prefix(text: str, tag: str) -> int:
@@ -207,17 +206,17 @@ class FormatSteps:
         end = 0
         while end < len(buffer) and (buffer[end].isalnum() or buffer[end] in "_-."):
             end += 1
-        if end == len(buffer) and end <= MAX_NAME:
+        if end == len(buffer) and end <= MAX_TOOL_NAME:
             return False
         tail = buffer[end:]
-        if 0 < end <= MAX_NAME and tail.startswith(MISTRAL_ARGS):
+        if 0 < end <= MAX_TOOL_NAME and tail.startswith(MISTRAL_ARGS):
             self._begin(buffer[:end])
             self._buffer = tail[len(MISTRAL_ARGS) :]
             self._scanner = CallScanner(lambda _name: True)
             self._value = None
             self._phase = Phase.ARGS
             return True
-        if 0 < end <= MAX_NAME and MISTRAL_ARGS.startswith(tail):
+        if 0 < end <= MAX_TOOL_NAME and MISTRAL_ARGS.startswith(tail):
             return False
         self._content(MISTRAL_OPEN)  # not a call after all
         self._phase = Phase.TEXT

@@ -64,7 +64,7 @@ from engine.requests.request import ChatRequest
 from engine.requests.stats import EngineStats
 from engine.rpc.workers import CHILD_ENV
 from engine.runtime.commands import Cancel, Measure, Observe, Submit, Unload
-from engine.runtime.surface import ExecutorState, LoadOrder
+from engine.runtime.surface import ExecutorState, LoadOrder, ReadyWait
 
 log = logging.getLogger("hearth.rpc")
 
@@ -84,7 +84,7 @@ def _stop_children() -> None:
         child.wait(EXIT_TIMEOUT_S)
 
 
-class ModelProcess(QObject):
+class ModelProcess(QObject, ReadyWait):
     """An executor in a child process (an ``ExecutorLike``): construct, connect signals, ``start()``."""
 
     phase_started = Signal(object)  # LoadPhase
@@ -152,13 +152,6 @@ class ModelProcess(QObject):
         self._send(self._order)
         self._reader = threading.Thread(target=self._read, name=f"hearth-model-{self.pid}", daemon=True)
         self._reader.start()
-
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Block until loaded; raise the load error if loading failed."""
-        if not self._ready_event.wait(timeout):
-            raise TimeoutError("the model did not finish loading in time")
-        if self.load_error is not None:
-            raise self.load_error
 
     def cancel_load(self) -> None:
         self._send(CancelLoad())

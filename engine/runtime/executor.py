@@ -48,7 +48,7 @@ from engine.runtime.loader import LoadHooks, ModelLoader, load_error
 from engine.runtime.native_model import NativeModel
 from engine.runtime.serving_stats import ActiveSlot, ServingCounters
 from engine.runtime.speculator import Speculator
-from engine.runtime.surface import ExecutorState, LoadOrder
+from engine.runtime.surface import ExecutorState, LoadOrder, ReadyWait
 from engine.scheduler import (
     ZERO_BOUNDARY,
     PromptLayout,
@@ -61,7 +61,7 @@ log = logging.getLogger("hearth.executor")
 IDLE_WAIT = 0.5  # seconds a blocked executor waits for a command before re-checking
 
 
-class Executor(QThread):
+class Executor(QThread, ReadyWait):
     """One per loaded model, in this process (an ``ExecutorLike``). Construct, connect signals,
     ``start()``."""
 
@@ -115,13 +115,6 @@ class Executor(QThread):
         return self._native is not None and self._native.has_vision
 
     # ------------------------------------------------------------------ any thread
-
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Block until loaded; raise the load error if loading failed."""
-        if not self._ready_event.wait(timeout):
-            raise TimeoutError("the model did not finish loading in time")
-        if self.load_error is not None:
-            raise self.load_error
 
     def cancel_load(self) -> None:
         self._cancel_load.set()

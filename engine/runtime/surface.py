@@ -11,6 +11,7 @@ without importing the executor.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -70,6 +71,20 @@ SIGNALS = (
     "unloaded",
     "worker_lost",
 )
+
+
+class ReadyWait:
+    """``wait_ready`` for a server that sets ``_ready_event`` once loading ends either way."""
+
+    _ready_event: threading.Event
+    load_error: EngineError | None
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until loaded; raise the load error if loading failed."""
+        if not self._ready_event.wait(timeout):
+            raise TimeoutError("the model did not finish loading in time")
+        if self.load_error is not None:
+            raise self.load_error
 
 
 @runtime_checkable

@@ -35,4 +35,5 @@ def test_one_source_for_the_engine_s_numbers() -> None:
 
     assert planner.DEFAULT_N_UBATCH is scheduler.DEFAULT_N_UBATCH is DEFAULT_N_UBATCH
     assert rpc.DEFAULT_PORT == DEFAULT_WORKER_PORT
-    assert tool_call_formats.MAX_NAME == messages.MAX_TOOL_NAME == 64
+    assert tool_call_formats.MAX_TOOL_NAME is messages.MAX_TOOL_NAME
+    assert messages.MAX_TOOL_NAME == 64
