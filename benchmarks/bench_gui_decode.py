@@ -278,7 +278,11 @@ def run_child(
         "QT_QPA_PLATFORM": "xcb",
         "PYTHONPATH": str(root),
     }
-    args = [sys.executable, str(Path(__file__).resolve()), "--child", case, "--model", model]
+    # A baseline checkout runs its own copy of this script: its child builds its own window.
+    script = root / "benchmarks" / Path(__file__).name
+    args = [sys.executable, str(script), "--child", case, "--model", model]
+    if root == REPO:
+        args += ["--model-file", str(model_path(model))]
     args += ["--tokens", str(tokens)]
     if profile:
         args += ["--profile-out", profile]
@@ -341,11 +345,13 @@ def main() -> int:
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--model", choices=("qwen", "gemma"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--profile-out", default="", help=argparse.SUPPRESS)
+    # The parent assembles the model once and names the file.
+    parser.add_argument("--model-file", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     model = args.model or ("gemma" if args.quick else "qwen")
     tokens = args.tokens or (QUICK_TOKENS if args.quick else TOKENS)
     if args.child:
-        path = model_path(model)
+        path = args.model_file or model_path(model)
         if args.child == "headless":
             result = child_headless(path, tokens)
         else:
