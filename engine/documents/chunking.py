@@ -1,0 +1,270 @@
+"""A parsed document cut into chunks by the embedder's own tokens. Pure: no llama.cpp here,
+only the ``count_tokens`` it is given.
+
+Each section is cut into units, the smallest pieces a cut may fall between: sentences (lines,
+for code), with the paragraph breaks between them remembered. A unit longer than a chunk is
+cut finer: a giant sentence into lines, then words, a giant word (a URL, base64) into runs of
+characters. Each unit is counted once; chunks are packed greedily from the units' counts,
+and each chunk, when full, ends at the strongest boundary in its second half (a paragraph
+break before a sentence end, a sentence end before a line end, ...). The packed chunk is
+counted once more, since subword counts do not add exactly (two pieces may count more
+together than apart): a chunk over the limit by the real count gives back its last unit.
+
+The next chunk begins with the previous one's tail units, about ``overlap`` of the limit in
+tokens, so that a passage cut in two is whole in one of them. Chunks never cross a section,
+so never a page or a heading; their offsets are into the document's full text
+(``full_text(doc)[chunk.start:chunk.end] == chunk.text``).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import accumulate
+
+from engine.documents.document import DocumentKind, ParsedDocument, Section, full_text
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_OVERLAP",
+    "MIN_MAX_TOKENS",
+    "Chunk",
+    "chunk_document",
+    "full_text",
+]
+
+# At most this many of the embedder's tokens per chunk (special tokens not counted): well
+# inside MiniLM's 512 positions, and a passage small enough for a citation to point at.
+DEFAULT_MAX_TOKENS = 256
+# The share of the limit carried over from one chunk's end to the next one's start.
+DEFAULT_OVERLAP = 0.15
+# Below this, one character could be more tokens than a chunk holds (a byte-level BPE
+# spends up to four on one character).
+MIN_MAX_TOKENS = 4
+# The most overlap carried, as a multiple of the overlap asked for: the tail closest to
+# the target is taken, a whole sentence over it rather than none.
+_OVERLAP_SLACK = 1.5
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """``start``/``end``: offsets in the document's full text; ``tokens``: the embedder's
+    count of ``text`` (no special tokens)."""
+
+    ordinal: int
+    text: str
+    page: int | None
+    heading: str
+    start: int
+    end: int
+    tokens: int
+
+
+class _Boundary(enum.IntEnum):
+    """What separates a unit from the one before it: the stronger, the better a place to cut."""
+
+    CHARACTER = 0
+    WORD = 1
+    LINE = 2
+    SENTENCE = 3
+    PARAGRAPH = 4
+
+
+@dataclass(frozen=True)
+class _Unit:
+    start: int  # offsets in the section's text
+    end: int
+    tokens: int
+    boundary: _Boundary
+
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t\f\v]*\n\s*")
+# A sentence ends at . ! ? … (closing quotes and brackets kept with it) before whitespace, or
+# at the CJK full stops, which need no space after them.
+_SENTENCE_END = re.compile(r"[.!?…]+['\"”’)\]»]*(?=\s)|[。！？]+[」』”’)]*")
+_LINE_END = re.compile(r"\n")
+_WORD = re.compile(r"\S+")
+
+
+def _pieces(text: str, start: int, end: int, cuts: re.Pattern[str]) -> list[tuple[int, int]]:
+    """``text[start:end]`` cut after each match of ``cuts``, each piece without its outer
+    whitespace, empty ones dropped."""
+    pieces = []
+    position = start
+    for match in cuts.finditer(text, start, end):
+        pieces.append((position, match.end()))
+        position = match.end()
+    pieces.append((position, end))
+    trimmed = []
+    for a, b in pieces:
+        piece = text[a:b]
+        stripped = piece.strip()
+        if stripped:
+            a += len(piece) - len(piece.lstrip())
+            trimmed.append((a, a + len(stripped)))
+    return trimmed
+
+
+class _Cutter:
+    def __init__(self, text: str, count_tokens: Callable[[str], int], max_tokens: int, code: bool) -> None:
+        self.text = text
+        self.count = count_tokens
+        self.max_tokens = max_tokens
+        # Finer and finer: the pattern each level cuts after, and the boundary it makes.
+        self.levels: list[tuple[re.Pattern[str], _Boundary]] = (
+            [(_LINE_END, _Boundary.LINE)]
+            if code
+            else [(_SENTENCE_END, _Boundary.SENTENCE), (_LINE_END, _Boundary.LINE)]
+        )
+
+    def units(self) -> list[_Unit]:
+        units: list[_Unit] = []
+        for a, b in _pieces(self.text, 0, len(self.text), _PARAGRAPH_BREAK):
+            self._split(a, b, 0, _Boundary.PARAGRAPH, units)
+        return units
+
+    def _split(self, start: int, end: int, level: int, boundary: _Boundary, out: list[_Unit]) -> None:
+        pattern, inner = self.levels[level]
+        for index, (a, b) in enumerate(_pieces(self.text, start, end, pattern)):
+            first = boundary if index == 0 else inner
+            tokens = self.count(self.text[a:b])
+            if tokens <= self.max_tokens:
+                out.append(_Unit(a, b, tokens, first))
+            elif level + 1 < len(self.levels):
+                self._split(a, b, level + 1, first, out)
+            else:
+                self._words(a, b, first, out)
+
+    def _words(self, start: int, end: int, boundary: _Boundary, out: list[_Unit]) -> None:
+        for index, match in enumerate(_WORD.finditer(self.text, start, end)):
+            first = boundary if index == 0 else _Boundary.WORD
+            a, b = match.span()
+            tokens = self.count(self.text[a:b])
+            if tokens <= self.max_tokens:
+                out.append(_Unit(a, b, tokens, first))
+            else:
+                self._characters(a, b, tokens, first, out)
+
+    def _characters(self, start: int, end: int, tokens: int, boundary: _Boundary, out: list[_Unit]) -> None:
+        """A giant word in runs of characters, each sized from the word's own characters per
+        token (so each run is counted about once, not searched for)."""
+        chars_per_token = (end - start) / max(1, tokens)
+        position = start
+        while position < end:
+            size = min(end - position, max(1, int(self.max_tokens * chars_per_token * 0.9)))
+            count = self.count(self.text[position : position + size])
+            while count > self.max_tokens and size > 1:
+                size = max(1, min(size - 1, int(size * self.max_tokens / count * 0.95)))
+                count = self.count(self.text[position : position + size])
+            out.append(_Unit(position, position + size, count, boundary))
+            boundary = _Boundary.CHARACTER
+            position += size
+
+
+def _best_cut(units: list[_Unit], sums: list[int], first: int, new: int, full: int, max_tokens: int) -> int:
+    """Where a full chunk (units ``first`` up to ``full``, exclusive) should end: after unit
+    ``new`` at least, at the strongest boundary that leaves it at least half full, the
+    latest of equals; ``full`` itself when no boundary does."""
+    best, best_strength = full, -1
+    for cut in range(new + 1, full + 1):
+        if cut != full and sums[cut] - sums[first] < max_tokens / 2:
+            continue
+        strength = units[cut].boundary if cut < len(units) else _Boundary.PARAGRAPH
+        if strength >= best_strength:
+            best, best_strength = cut, strength
+    return best
+
+
+def _overlap_start(sums: list[int], first: int, cut: int, target: int) -> int:
+    """Where the next chunk begins: the tail of ``first..cut`` closest to ``target``
+    tokens, never more than ``_OVERLAP_SLACK`` times it, never the whole chunk."""
+    if target <= 0:
+        return cut
+    best, best_distance = cut, target
+    for start in range(cut - 1, first, -1):
+        tokens = sums[cut] - sums[start]
+        if tokens > target * _OVERLAP_SLACK:
+            break
+        if abs(tokens - target) <= best_distance:
+            best, best_distance = start, abs(tokens - target)
+    return best
+
+
+def _section_chunks(
+    section: Section, count_tokens: Callable[[str], int], max_tokens: int, overlap_tokens: int, code: bool
+) -> list[tuple[int, int, int]]:
+    """``(start, end, tokens)`` of each chunk of one section, offsets in the section's text."""
+    text = section.text
+    # Most sections of notes and Markdown fit in one chunk: one count says so.
+    if len(text) <= 8 * max_tokens:
+        tokens = count_tokens(text)
+        if tokens <= max_tokens:
+            stripped = text.strip()
+            begin = len(text) - len(text.lstrip())
+            return [(begin, begin + len(stripped), tokens)] if stripped else []
+    units = _Cutter(text, count_tokens, max_tokens, code).units()
+    sums = [0, *accumulate(unit.tokens for unit in units)]
+    chunks: list[tuple[int, int, int]] = []
+    first = new = 0
+    while new < len(units):
+        # The overlap gives way when it and the next unit do not fit together.
+        while first < new and sums[new + 1] - sums[first] > max_tokens:
+            first += 1
+        full = new
+        while full < len(units) and sums[full + 1] - sums[first] <= max_tokens:
+            full += 1
+        cut = len(units) if full == len(units) else _best_cut(units, sums, first, new, full, max_tokens)
+        while True:
+            start, end = units[first].start, units[cut - 1].end
+            tokens = count_tokens(text[start:end])
+            if tokens <= max_tokens:
+                break
+            # Counted together, the units are more than their sum: give back the last one
+            # (or the overlap, when only one new unit is left; one unit alone always fits).
+            if cut - 1 > new:
+                cut -= 1
+            elif first < new:
+                first += 1
+            else:  # pragma: no cover - one unit is its own count, within the limit
+                break
+        chunks.append((start, end, tokens))
+        if cut >= len(units):
+            break
+        first, new = _overlap_start(sums, first, cut, overlap_tokens), cut
+    return chunks
+
+
+def chunk_document(
+    doc: ParsedDocument,
+    count_tokens: Callable[[str], int],
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    overlap: float = DEFAULT_OVERLAP,
+) -> tuple[Chunk, ...]:
+    """The document's chunks in order, each at most ``max_tokens`` by ``count_tokens``.
+
+    Text no token stands for (zero-width characters only) makes no chunk."""
+    if max_tokens < MIN_MAX_TOKENS:
+        raise ValueError(f"max_tokens must be at least {MIN_MAX_TOKENS}, not {max_tokens}")
+    if not 0 <= overlap < 0.5:
+        raise ValueError(f"overlap must be in [0, 0.5), not {overlap}")
+    overlap_tokens = round(max_tokens * overlap)
+    code = doc.kind is DocumentKind.CODE
+    chunks: list[Chunk] = []
+    for section in doc.sections:
+        for start, end, tokens in _section_chunks(section, count_tokens, max_tokens, overlap_tokens, code):
+            if tokens == 0:
+                continue
+            chunks.append(
+                Chunk(
+                    ordinal=len(chunks),
+                    text=section.text[start:end],
+                    page=section.page,
+                    heading=section.heading,
+                    start=section.start + start,
+                    end=section.start + end,
+                    tokens=tokens,
+                )
+            )
+    return tuple(chunks)
