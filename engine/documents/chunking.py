@@ -163,33 +163,114 @@ class _Cutter:
             position += size
 
 
-def _best_cut(units: list[_Unit], sums: list[int], first: int, new: int, full: int, max_tokens: int) -> int:
-    """Where a full chunk (units ``first`` up to ``full``, exclusive) should end: after unit
-    ``new`` at least, at the strongest boundary that leaves it at least half full, the
-    latest of equals; ``full`` itself when no boundary does."""
+def _best_cut(units: list[_Unit], sums: list[int], base: int, new: int, full: int, max_tokens: int) -> int:
+    """Where a full chunk should end (it holds ``base + sums[cut]`` tokens when cut before
+    unit ``cut``): after unit ``new`` at least, at the strongest boundary that leaves it at
+    least half full, the latest of equals; ``full`` (all that fit) when no boundary does."""
     best, best_strength = full, -1
     for cut in range(new + 1, full + 1):
-        if cut != full and sums[cut] - sums[first] < max_tokens / 2:
+        if cut != full and base + sums[cut] < max_tokens / 2:
             continue
-        strength = units[cut].boundary if cut < len(units) else _Boundary.PARAGRAPH
+        strength = units[cut].boundary
         if strength >= best_strength:
             best, best_strength = cut, strength
     return best
 
 
-def _overlap_start(sums: list[int], first: int, cut: int, target: int) -> int:
-    """Where the next chunk begins: the tail of ``first..cut`` closest to ``target``
-    tokens, never more than ``_OVERLAP_SLACK`` times it, never the whole chunk."""
-    if target <= 0:
-        return cut
-    best, best_distance = cut, target
-    for start in range(cut - 1, first, -1):
-        tokens = sums[cut] - sums[start]
-        if tokens > target * _OVERLAP_SLACK:
-            break
-        if abs(tokens - target) <= best_distance:
-            best, best_distance = start, abs(tokens - target)
-    return best
+@dataclass(frozen=True)
+class _Lead:
+    """The overlap a chunk begins with: the previous chunk's tail from ``start``."""
+
+    start: int
+    tokens: int
+
+
+class _Packer:
+    def __init__(
+        self, text: str, units: list[_Unit], count_tokens: Callable[[str], int], max_tokens: int, target: int
+    ) -> None:
+        self.text = text
+        self.units = units
+        self.sums = [0, *accumulate(unit.tokens for unit in units)]
+        self.count = count_tokens
+        self.max_tokens = max_tokens
+        self.target = target
+
+    def chunks(self) -> list[tuple[int, int, int]]:
+        units, sums, limit = self.units, self.sums, self.max_tokens
+        chunks: list[tuple[int, int, int]] = []
+        new = 0  # the first unit no chunk holds yet
+        lead: _Lead | None = None
+        while new < len(units):
+            # The overlap gives way when it and the next unit do not fit together.
+            if lead is not None and lead.tokens + units[new].tokens > limit:
+                lead = None
+            base = (lead.tokens if lead else 0) - sums[new]
+            full = new
+            while full < len(units) and base + sums[full + 1] <= limit:
+                full += 1
+            cut = len(units) if full == len(units) else _best_cut(units, sums, base, new, full, limit)
+            while True:
+                start = lead.start if lead else units[new].start
+                end = units[cut - 1].end
+                tokens = self.count(self.text[start:end])
+                if tokens <= limit:
+                    break
+                # Counted together, the pieces are more than their sum: give back the last
+                # unit, or the overlap when one new unit is left (one unit alone fits).
+                if cut - 1 > new:
+                    cut -= 1
+                elif lead is not None:
+                    lead = None
+                else:  # pragma: no cover - a unit's text is its own count, within the limit
+                    break
+            chunks.append((start, end, tokens))
+            if cut < len(units):
+                lead = self._lead(new, cut)
+            new = cut
+        return chunks
+
+    def _lead(self, new: int, cut: int) -> _Lead | None:
+        """The next chunk's overlap, from the tail of units ``new..cut`` (what the chunk
+        just made added; never all of it): the whole units closest to the target, never
+        more than ``_OVERLAP_SLACK`` times it; when no whole units come within half the
+        target of it, the last words up to it."""
+        target, sums = self.target, self.sums
+        if target <= 0:
+            return None
+        best: int | None = None
+        best_distance = target
+        for start in range(cut - 1, new, -1):
+            tokens = sums[cut] - sums[start]
+            if tokens > target * _OVERLAP_SLACK:
+                break
+            if abs(tokens - target) <= best_distance:
+                best, best_distance = start, abs(tokens - target)
+        if best is not None and best_distance <= target / 2:
+            return _Lead(self.units[best].start, sums[cut] - sums[best])
+        partial = self._partial_lead(new, cut)
+        if partial is not None:
+            return partial
+        return _Lead(self.units[best].start, sums[cut] - sums[best]) if best is not None else None
+
+    def _partial_lead(self, new: int, cut: int) -> _Lead | None:
+        """The tail words of the unit the target falls in, with the whole units after it."""
+        target, sums = self.target, self.sums
+        straddling = cut - 1
+        while straddling > new and sums[cut] - sums[straddling] <= target:
+            straddling -= 1
+        after = sums[cut] - sums[straddling + 1]
+        unit = self.units[straddling]
+        need = target - after
+        if need <= 0 or unit.tokens <= 0:
+            return None
+        words = [match.start() for match in _WORD.finditer(self.text, unit.start, unit.end)]
+        take = round(len(words) * need / unit.tokens)
+        if take <= 0 or take >= len(words):
+            return None
+        start = words[-take]
+        tokens = self.count(self.text[start : unit.end]) + after
+        return _Lead(start, tokens)
 
 
 def _section_chunks(
@@ -205,35 +286,7 @@ def _section_chunks(
             begin = len(text) - len(text.lstrip())
             return [(begin, begin + len(stripped), tokens)] if stripped else []
     units = _Cutter(text, count_tokens, max_tokens, code).units()
-    sums = [0, *accumulate(unit.tokens for unit in units)]
-    chunks: list[tuple[int, int, int]] = []
-    first = new = 0
-    while new < len(units):
-        # The overlap gives way when it and the next unit do not fit together.
-        while first < new and sums[new + 1] - sums[first] > max_tokens:
-            first += 1
-        full = new
-        while full < len(units) and sums[full + 1] - sums[first] <= max_tokens:
-            full += 1
-        cut = len(units) if full == len(units) else _best_cut(units, sums, first, new, full, max_tokens)
-        while True:
-            start, end = units[first].start, units[cut - 1].end
-            tokens = count_tokens(text[start:end])
-            if tokens <= max_tokens:
-                break
-            # Counted together, the units are more than their sum: give back the last one
-            # (or the overlap, when only one new unit is left; one unit alone always fits).
-            if cut - 1 > new:
-                cut -= 1
-            elif first < new:
-                first += 1
-            else:  # pragma: no cover - one unit is its own count, within the limit
-                break
-        chunks.append((start, end, tokens))
-        if cut >= len(units):
-            break
-        first, new = _overlap_start(sums, first, cut, overlap_tokens), cut
-    return chunks
+    return _Packer(text, units, count_tokens, max_tokens, overlap_tokens).chunks()
 
 
 def chunk_document(
