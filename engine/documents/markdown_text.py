@@ -20,13 +20,16 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # "--" is not taken for a heading's underline.
 _SETEXT = re.compile(r"^ {0,3}(=+|-{3,})[ \t]*$")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+# Emphasis: '*' anywhere, '_' only outside a word ("parse_document" keeps its underscores).
+_EMPHASIS = re.compile(r"(\*{1,3})(\S(?:.*?\S)?)\1|(?<!\w)(_{1,3})(\S(?:.*?\S)?)\3(?!\w)")
 
 
 def clean_title(raw: str) -> str:
     """A heading's words without markup: links as their text, no backticks or emphasis."""
     title = _ATX_CLOSING.sub("", raw.strip()).strip()
     title = _LINK.sub(r"\1", title).replace("`", "")
-    return " ".join(title.strip("*_ \t").split())
+    title = _EMPHASIS.sub(lambda match: match.group(2) or match.group(4), title)
+    return " ".join(title.split())
 
 
 def markdown_sections(text: str) -> list[SectionDraft]:

@@ -128,9 +128,24 @@ def pdf_sections(path: Path, file: BinaryIO) -> list[SectionDraft]:
                 except pypdfium2.PdfiumError as error:
                     raise DocumentRefused(path, f"damaged PDF: page {index + 1}: {error}") from None
                 drafts.append(SectionDraft(text=text, page=index + 1))
+            if not any(draft.text.strip() for draft in drafts):
+                pages = "its page" if count == 1 else f"any of its {count} pages"
+                if not _has_images(pypdfium2, pdf):
+                    raise DocumentRefused(path, f"empty document: no text on {pages}")
+                raise DocumentRefused(path, f"scanned PDF: no text layer on {pages}")
         finally:
             pdf.close()
-    if not any(draft.text.strip() for draft in drafts):
-        pages = "its page" if count == 1 else f"any of its {count} pages"
-        raise DocumentRefused(path, f"scanned PDF: no text layer on {pages}")
     return drafts
+
+
+def _has_images(pypdfium2: object, pdf: object) -> bool:
+    """Whether any page shows an image: no text and no images is a blank PDF, not a scan."""
+    image = pypdfium2.raw.FPDF_PAGEOBJ_IMAGE  # type: ignore[attr-defined]
+    for index in range(len(pdf)):  # type: ignore[arg-type]
+        page = pdf[index]  # type: ignore[index]
+        try:
+            if next(iter(page.get_objects(filter=[image])), None) is not None:
+                return True
+        finally:
+            page.close()
+    return False

@@ -7,6 +7,8 @@ Shared by the documents tests; nothing here is a fake: each file is what a user 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import inspect
 import os
 import shutil
 import tempfile
@@ -114,17 +116,28 @@ def write_docx(path: Path, blocks: Sequence[DocxBlock] = DOCX_BLOCKS) -> Path:
 
 def write_zip_bomb_docx(path: Path, unpacked_bytes: int = 200 * 1024 * 1024) -> Path:
     """A "DOCX" whose word/document.xml deflates from ``unpacked_bytes`` of zeros to a few
-    hundred KiB, with the parts a real one has around it (python-docx would open it)."""
-    valid = write_docx(path.with_name(path.name + ".valid.docx"), ["Harmless."])
-    with zipfile.ZipFile(valid) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bomb:
-        for item in source.infolist():
-            if item.filename != "word/document.xml":
-                bomb.writestr(item, source.read(item.filename))
-        block = b"\0" * (1024 * 1024)
-        with bomb.open("word/document.xml", "w", force_zip64=True) as member:
-            for _ in range(unpacked_bytes // len(block)):
-                member.write(block)
-    valid.unlink()
+    hundred KiB, with the parts a real one has around it (python-docx would open it).
+    Deflating 200 MiB takes seconds: the bomb is kept in the test cache, keyed by its size
+    and this function's own source."""
+    from tests.conftest import TEST_CACHE
+
+    key = hashlib.sha256(f"{unpacked_bytes}\n{inspect.getsource(write_zip_bomb_docx)}".encode()).hexdigest()
+    cached = TEST_CACHE / "documents" / f"zip-bomb-{key[:16]}.docx"
+    if not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.partial")
+        valid = write_docx(path.with_name(path.name + ".valid.docx"), ["Harmless."])
+        with zipfile.ZipFile(valid) as source, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bomb:
+            for item in source.infolist():
+                if item.filename != "word/document.xml":
+                    bomb.writestr(item, source.read(item.filename))
+            block = b"\0" * (1024 * 1024)
+            with bomb.open("word/document.xml", "w", force_zip64=True) as member:
+                for _ in range(unpacked_bytes // len(block)):
+                    member.write(block)
+        valid.unlink()
+        partial.replace(cached)
+    shutil.copyfile(cached, path)
     return path
 
 
