@@ -94,50 +94,57 @@ def _table_lines(table: object) -> Iterator[str]:
             yield " | ".join(cells)
 
 
+def _blocks(document: object) -> list[tuple[str, int | None]]:
+    """The body in order: each paragraph's text with its heading level (None: not a
+    heading), each table as its rows' lines (never a heading)."""
+    from docx.table import Table
+
+    blocks: list[tuple[str, int | None]] = []
+    for block in document.iter_inner_content():  # type: ignore[attr-defined]
+        if isinstance(block, Table):
+            blocks.append(("\n".join(_table_lines(block)), None))
+        else:
+            blocks.append((block.text.strip(), _heading_level(block)))
+    return blocks
+
+
+def _damaged(error: Exception) -> str:
+    message = str(error).strip()
+    return f"damaged DOCX: {message.splitlines()[0][:200] if message else type(error).__name__}"
+
+
 def docx_sections(path: Path, file: BinaryIO) -> list[SectionDraft]:
     check_archive(path, file)
     file.seek(0)
     import docx
-    from docx.table import Table
 
     try:
-        document = docx.Document(file)
-        blocks = list(document.iter_inner_content())
+        blocks = _blocks(docx.Document(file))
     except Exception as error:  # python-docx raises whatever its parts raise (KeyError, lxml, ValueError)
-        reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        raise DocumentRefused(path, f"damaged DOCX: {reason}") from None
+        raise DocumentRefused(path, _damaged(error)) from None
 
     drafts: list[SectionDraft] = []
     stack: list[tuple[int, str]] = []
     heading = ""
     lines: list[str] = []
     has_body = False
-
-    def flush() -> None:
-        if has_body:
-            drafts.append(SectionDraft(text="\n\n".join(lines), heading=heading))
-
-    for block in blocks:
-        if isinstance(block, Table):
-            table = "\n".join(_table_lines(block))
-            if table:
-                lines.append(table)
-                has_body = True
+    for text, level in blocks:
+        if not text:
             continue
-        text = block.text.strip()
-        level = _heading_level(block)
-        if level is not None and text:
-            flush()
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, " ".join(text.split())))
-            heading = heading_path(t for _, t in stack)
-            lines, has_body = [text], False
-        elif text:
+        if level is None:
             lines.append(text)
             has_body = True
-    flush()
-    if not drafts and lines:
-        # Headings and nothing else: the headings are the text.
+            continue
+        # A heading with nothing under it before the next one is no section of its own:
+        # its title lives on in the path of what follows.
+        if has_body:
+            drafts.append(SectionDraft(text="\n\n".join(lines), heading=heading))
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, " ".join(text.split())))
+        heading = heading_path(t for _, t in stack)
+        lines, has_body = [text], False
+    if has_body or (not drafts and lines):
+        # (Headings and nothing else: the headings are the text.)
         drafts.append(SectionDraft(text="\n\n".join(lines), heading=heading))
     return drafts
