@@ -43,9 +43,9 @@ DEFAULT_OVERLAP = 0.15
 # Below this, one character could be more tokens than a chunk holds (a byte-level BPE
 # spends up to four on one character).
 MIN_MAX_TOKENS = 4
-# The most overlap carried, as a multiple of the overlap asked for: the tail closest to
-# the target is taken, a whole sentence over it rather than none.
-_OVERLAP_SLACK = 1.5
+# Whole sentences carried as the overlap may miss the tokens asked by this share of them
+# (over or under); further off, the overlap is cut from the last sentence's words instead.
+_OVERLAP_TOLERANCE = 0.25
 
 
 @dataclass(frozen=True)
@@ -232,9 +232,8 @@ class _Packer:
 
     def _lead(self, new: int, cut: int) -> _Lead | None:
         """The next chunk's overlap, from the tail of units ``new..cut`` (what the chunk
-        just made added; never all of it): the whole units closest to the target, never
-        more than ``_OVERLAP_SLACK`` times it; when no whole units come within half the
-        target of it, the last words up to it."""
+        just made added; never all of it): the whole units closest to the target when they
+        come within ``_OVERLAP_TOLERANCE`` of it, else the last words up to it."""
         target, sums = self.target, self.sums
         if target <= 0:
             return None
@@ -242,11 +241,11 @@ class _Packer:
         best_distance = target
         for start in range(cut - 1, new, -1):
             tokens = sums[cut] - sums[start]
-            if tokens > target * _OVERLAP_SLACK:
+            if tokens > target * (1 + _OVERLAP_TOLERANCE):
                 break
             if abs(tokens - target) <= best_distance:
                 best, best_distance = start, abs(tokens - target)
-        if best is not None and best_distance <= target / 2:
+        if best is not None and best_distance <= target * _OVERLAP_TOLERANCE:
             return _Lead(self.units[best].start, sums[cut] - sums[best])
         partial = self._partial_lead(new, cut)
         if partial is not None:
@@ -268,9 +267,12 @@ class _Packer:
         take = round(len(words) * need / unit.tokens)
         if take <= 0 or take >= len(words):
             return None
-        start = words[-take]
-        tokens = self.count(self.text[start : unit.end]) + after
-        return _Lead(start, tokens)
+        tokens = self.count(self.text[words[-take] : unit.end])
+        if tokens > need * (1 + _OVERLAP_TOLERANCE) and take > 1:
+            # Its last words are denser than the sentence: one more guess, from their own rate.
+            take = max(1, round(take * need / tokens))
+            tokens = self.count(self.text[words[-take] : unit.end])
+        return _Lead(words[-take], tokens + after)
 
 
 def _section_chunks(
