@@ -125,42 +125,57 @@ class _Cutter:
             self._split(a, b, 0, _Boundary.PARAGRAPH, units)
         return units
 
-    def _split(self, start: int, end: int, level: int, boundary: _Boundary, out: list[_Unit]) -> None:
+    def _split(
+        self,
+        start: int,
+        end: int,
+        level: int,
+        boundary: _Boundary,
+        out: list[_Unit],
+        tokens: int | None = None,
+    ) -> None:
+        """``tokens``: the span's count when already known (over the limit)."""
         pattern, inner = self.levels[level]
-        for index, (a, b) in enumerate(_pieces(self.text, start, end, pattern)):
+        pieces = _pieces(self.text, start, end, pattern)
+        for index, (a, b) in enumerate(pieces):
             first = boundary if index == 0 else inner
-            tokens = self.count(self.text[a:b])
-            if tokens <= self.max_tokens:
-                out.append(_Unit(a, b, tokens, first))
+            # A level that does not cut the span (one giant line) need not count it again.
+            count = tokens if tokens is not None and len(pieces) == 1 else self.count(self.text[a:b])
+            if count <= self.max_tokens:
+                out.append(_Unit(a, b, count, first))
             elif level + 1 < len(self.levels):
-                self._split(a, b, level + 1, first, out)
+                self._split(a, b, level + 1, first, out, count)
             else:
-                self._words(a, b, first, out)
+                self._words(a, b, first, out, count)
 
-    def _words(self, start: int, end: int, boundary: _Boundary, out: list[_Unit]) -> None:
-        for index, match in enumerate(_WORD.finditer(self.text, start, end)):
+    def _words(self, start: int, end: int, boundary: _Boundary, out: list[_Unit], tokens: int) -> None:
+        words = list(_WORD.finditer(self.text, start, end))
+        for index, match in enumerate(words):
             first = boundary if index == 0 else _Boundary.WORD
             a, b = match.span()
-            tokens = self.count(self.text[a:b])
-            if tokens <= self.max_tokens:
-                out.append(_Unit(a, b, tokens, first))
+            count = tokens if len(words) == 1 else self.count(self.text[a:b])
+            if count <= self.max_tokens:
+                out.append(_Unit(a, b, count, first))
             else:
-                self._characters(a, b, tokens, first, out)
+                self._characters(a, b, count, first, out)
 
     def _characters(self, start: int, end: int, tokens: int, boundary: _Boundary, out: list[_Unit]) -> None:
-        """A giant word in runs of characters, each sized from the word's own characters per
-        token (so each run is counted about once, not searched for)."""
+        """A giant word in runs of characters, each sized from the characters per token of
+        the run before it (the word's own at first), aiming at 90% of the limit: each run is
+        counted about once, not searched for."""
         chars_per_token = (end - start) / max(1, tokens)
         position = start
         while position < end:
             size = min(end - position, max(1, int(self.max_tokens * chars_per_token * 0.9)))
             count = self.count(self.text[position : position + size])
             while count > self.max_tokens and size > 1:
-                size = max(1, min(size - 1, int(size * self.max_tokens / count * 0.95)))
+                size = max(1, min(size - 1, int(size * self.max_tokens / count * 0.9)))
                 count = self.count(self.text[position : position + size])
             out.append(_Unit(position, position + size, count, boundary))
             boundary = _Boundary.CHARACTER
             position += size
+            if count > 0:
+                chars_per_token = size / count
 
 
 def _best_cut(units: list[_Unit], sums: list[int], base: int, new: int, full: int, max_tokens: int) -> int:
@@ -213,7 +228,9 @@ class _Packer:
             while True:
                 start = lead.start if lead else units[new].start
                 end = units[cut - 1].end
-                tokens = self.count(self.text[start:end])
+                # One unit alone is its own count already.
+                alone = lead is None and cut == new + 1
+                tokens = units[new].tokens if alone else self.count(self.text[start:end])
                 if tokens <= limit:
                     break
                 # Counted together, the pieces are more than their sum: give back the last

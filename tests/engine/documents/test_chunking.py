@@ -188,8 +188,12 @@ def test_a_giant_word_is_cut_into_runs_of_characters() -> None:
     # A URL with no space in it: WordPiece spends a token on every slash and segment.
     url = "https://example.org/" + "/".join(f"seg{n}" for n in range(3000))
     doc = text_document(f"See {url} for the rest.")
-    chunks = chunk_document(doc, wordpiece_count)
+    counter = CountingTokenizer()
+    chunks = chunk_document(doc, counter)
     assert len(chunks) > 10
+    # The word counted whole once, then each run about once: no search, no recount.
+    assert counter.characters <= 2.3 * len(url)
+    assert counter.calls <= 1.3 * len(chunks) + 5
     for chunk in chunks:
         assert chunk.tokens == wordpiece_count(chunk.text) <= DEFAULT_MAX_TOKENS
     check_offsets(doc, chunks)
