@@ -301,9 +301,7 @@ def _section_chunks(
     if len(text) <= 8 * max_tokens:
         tokens = count_tokens(text)
         if tokens <= max_tokens:
-            stripped = text.strip()
-            begin = len(text) - len(text.lstrip())
-            return [(begin, begin + len(stripped), tokens)] if stripped else []
+            return [(0, len(text), tokens)]
     units = _Cutter(text, count_tokens, max_tokens, code).units()
     return _Packer(text, units, count_tokens, max_tokens, overlap_tokens).chunks()
 
