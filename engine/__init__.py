@@ -44,6 +44,7 @@ _PACKAGES = (
     "engine.remote",
     "engine.rpc",
     "engine.hub",
+    "engine.documents",
     "engine.loaded_model",
     "engine.chat_model",
 )

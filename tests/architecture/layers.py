@@ -209,6 +209,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
         "engine.catalog": {"engine.base"},
         "engine.chat": {"engine.base", "engine.sampling"},
         "engine.chat_model": {"engine.chat", "engine.requests"},
+        "engine.documents": {"engine.base"},
         "engine.devtools": {
             "engine.base",
             "engine.catalog",
