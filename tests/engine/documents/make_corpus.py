@@ -18,7 +18,9 @@ pages, and a silent extra page would move every answer after it.
 
 from __future__ import annotations
 
+import io
 import sys
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -184,7 +186,9 @@ def _check_latin1(source: Source) -> None:
             text.encode("latin-1")
         except UnicodeEncodeError as error:
             bad = text[error.start : error.end]
-            raise SourceError(f"{source.name}: {bad!r} is not Latin-1 (core PDF fonts): {text[:60]!r}")
+            raise SourceError(
+                f"{source.name}: {bad!r} is not Latin-1 (core PDF fonts): {text[:60]!r}"
+            ) from None
 
 
 def write_docx(source: Source, path: Path) -> Path:
@@ -214,9 +218,23 @@ def write_docx(source: Source, path: Path) -> Path:
                             run.bold = True
         else:
             document.add_paragraph(block.text)
+    buffer = io.BytesIO()
+    document.save(buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    document.save(str(path))
+    path.write_bytes(_zip_with_fixed_times(buffer.getvalue()))
     return path
+
+
+def _zip_with_fixed_times(data: bytes) -> bytes:
+    # python-docx stamps every zip member with the current time; the same sources should give
+    # the same bytes, so the members are copied with CREATED's time instead.
+    source, target = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
+        for member in source.infolist():
+            info = zipfile.ZipInfo(member.filename, date_time=CREATED.timetuple()[:6])
+            info.compress_type = zipfile.ZIP_DEFLATED
+            out.writestr(info, source.read(member))
+    return target.getvalue()
 
 
 def write_document(source: Source, folder: Path) -> Path:
