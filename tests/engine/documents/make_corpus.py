@@ -119,6 +119,7 @@ def read_sources(folder: Path = SOURCES) -> tuple[Source, ...]:
 
 
 def write_pdf(source: Source, path: Path) -> Path:
+    import fpdf
     from fpdf import FPDF, XPos, YPos
 
     title = source.title
@@ -135,6 +136,8 @@ def write_pdf(source: Source, path: Path) -> Path:
     pdf.set_title(source.title)
     pdf.set_author(source.author)
     pdf.set_creation_date(CREATED)
+    pdf.set_creator("tests/engine/documents/make_corpus.py")
+    pdf.set_producer(f"fpdf2 {fpdf.__version__}")
     _check_latin1(source)
     for number, blocks in enumerate(source.pages, start=1):
         pdf.add_page()
