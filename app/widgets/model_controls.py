@@ -175,3 +175,6 @@ class PlanControls:
         else:
             text = f"auto ({plan.params.n_threads})"
         self.threads_spin.setSpecialValueText(text)
+        # Qt drops the spin box's cached size on a new special text but does not tell the
+        # layout: without this the longer text was drawn cut ("o (1)").
+        self.threads_spin.updateGeometry()

@@ -79,6 +79,13 @@ def panel(qtbot, tiny_model: Path, hardware: HardwareSnapshot) -> ModelPanel:
     return panel
 
 
+def test_the_threads_box_is_wide_enough_for_what_auto_means_now(qtbot, panel: ModelPanel) -> None:
+    # The box was sized for "auto" and drew "auto (1)" cut to "o (1)".
+    spin = panel.threads_spin
+    qtbot.waitUntil(lambda: spin.width() >= spin.sizeHint().width())
+    assert spin.fontMetrics().horizontalAdvance(spin.text()) < spin.lineEdit().width()
+
+
 def test_the_load_panel_sets_a_models_threads(panel: ModelPanel) -> None:
     assert panel.threads_spin.value() == 0
     assert panel.threads_spin.text() == "auto (2)"
