@@ -1,0 +1,35 @@
+"""Documents and retrieval: files into text, chunks, vectors and an index, without Qt.
+
+Importing the package costs nothing: each name is imported from its module when first used
+(numpy, gguf and llama.cpp load only then).
+
+The modules, bottom up:
+
+- ``bert_convert``: Hearth's own converter of a sentence-transformers BERT folder into an f16
+  GGUF (``ensure_converted``; no torch).
+- ``embedding_file``: whether a GGUF is an embedding model, its pooling and window
+  (``read_embedding_model``), and what it costs in memory (``estimate_embedder_memory``).
+- ``embedding``: ``Embedder``, the model on a llama.cpp worker thread of its own
+  (``open_embedder``).
+"""
+
+from engine.base.lazy import lazy_exports
+
+_EXPORTS = {
+    "BertSource": "bert_convert",
+    "ConversionFailed": "bert_convert",
+    "convert": "bert_convert",
+    "ensure_converted": "bert_convert",
+    "EmbeddingModelInfo": "embedding_file",
+    "NotAnEmbeddingModel": "embedding_file",
+    "PoolingType": "embedding_file",
+    "estimate_embedder_memory": "embedding_file",
+    "is_embedding_model": "embedding_file",
+    "read_embedding_model": "embedding_file",
+    "Embedder": "embedding",
+    "EmbedderClosed": "embedding",
+    "EmbeddingFailed": "embedding",
+    "open_embedder": "embedding",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
