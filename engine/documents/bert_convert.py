@@ -157,7 +157,9 @@ def convert(
     return _convert(source, Path(target), source_sha256(source), name=name, progress=progress)
 
 
-def _convert(source: BertSource, target: Path, sha: str, *, name: str | None, progress: Progress | None) -> Path:
+def _convert(
+    source: BertSource, target: Path, sha: str, *, name: str | None, progress: Progress | None
+) -> Path:
     import gguf
 
     config = _read_json(source.folder, source.config)
@@ -259,12 +261,16 @@ def _hyper_parameters(folder: Path, config: Mapping[str, Any]) -> _HyperParamete
         raise ConversionFailed(folder, f"hidden_act '{activation}' is not GELU, which llama.cpp's BERT uses")
     position = config.get("position_embedding_type", "absolute")
     if position != "absolute":
-        raise ConversionFailed(folder, f"position_embedding_type '{position}' is not supported (absolute only)")
+        raise ConversionFailed(
+            folder, f"position_embedding_type '{position}' is not supported (absolute only)"
+        )
 
     def positive(key: str) -> int:
         value = config.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConversionFailed(folder, f"config.json: {key} must be a positive whole number (got {value!r})")
+            raise ConversionFailed(
+                folder, f"config.json: {key} must be a positive whole number (got {value!r})"
+            )
         return value
 
     n_embd, n_head = positive("hidden_size"), positive("num_attention_heads")
@@ -390,7 +396,9 @@ def _vocabulary(source: BertSource, vocab_size: int) -> _Vocabulary:
     seen: dict[str, int] = {}
     for i, token in enumerate(tokens):
         if (first := seen.setdefault(token, i)) != i:
-            raise ConversionFailed(folder, f"tokens {first} and {i} are the same after conversion ({token!r})")
+            raise ConversionFailed(
+                folder, f"tokens {first} and {i} are the same after conversion ({token!r})"
+            )
 
     ids = {word: i for i, word in reversed(list(enumerate(words)))}
     special: dict[str, int] = {}
@@ -471,10 +479,14 @@ def _open_weights(source: BertSource) -> Any:
     try:
         return safe_open(str(source.weights), framework="np")
     except Exception as exc:  # safetensors raises its own error types for a damaged file
-        raise ConversionFailed(source.folder, f"model.safetensors cannot be read: {exc}".splitlines()[0]) from None
+        raise ConversionFailed(
+            source.folder, f"model.safetensors cannot be read: {exc}".splitlines()[0]
+        ) from None
 
 
-def _tensors(source: BertSource, hparams: _HyperParameters) -> list[tuple[str, tuple[int, ...], TensorReader]]:
+def _tensors(
+    source: BertSource, hparams: _HyperParameters
+) -> list[tuple[str, tuple[int, ...], TensorReader]]:
     """(gguf name, shape, reader) for every tensor llama.cpp gets, in the file's order.
 
     Reads only the safetensors header here; each reader loads and converts one tensor."""
@@ -510,7 +522,9 @@ def _tensors(source: BertSource, hparams: _HyperParameters) -> list[tuple[str, t
     }
     for gguf_name, shape in expected.items():
         if by_name[gguf_name] != shape:
-            raise ConversionFailed(folder, f"{gguf_name} has shape {by_name[gguf_name]}, config.json says {shape}")
+            raise ConversionFailed(
+                folder, f"{gguf_name} has shape {by_name[gguf_name]}, config.json says {shape}"
+            )
     return out
 
 

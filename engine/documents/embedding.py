@@ -305,7 +305,9 @@ class Embedder:
         fallback = next((t for t in (eos, bos, sep) if t >= 0), 0)
         # llama.h has no llama_vocab_unk; llama.cpp's WordPiece default is 100.
         unk = self.info.model.metadata.get("tokenizer.ggml.unknown_token_id", 100)
-        self._unk = unk if isinstance(unk, int) and 0 <= unk < int(ll.llama_vocab_n_tokens(vocab)) else fallback
+        self._unk = (
+            unk if isinstance(unk, int) and 0 <= unk < int(ll.llama_vocab_n_tokens(vocab)) else fallback
+        )
         if int(ll.llama_vocab_type(vocab)) == ll.LLAMA_VOCAB_TYPE_WPM:
             return _Wrapping((bos,) if bos >= 0 else (), (sep,) if sep >= 0 else (), fallback)
         probe = b"hello world"

@@ -109,7 +109,9 @@ def describe_embedding_model(info: ModelInfo) -> EmbeddingModelInfo:
         raise NotAnEmbeddingModel(path, f"{name} is a reranker (rank pooling), not an embedding model")
     # A file without pooling (or NONE: one vector per token) is pooled by mean, as
     # sentence-transformers pools most models.
-    pooling = in_file if in_file in (PoolingType.MEAN, PoolingType.CLS, PoolingType.LAST) else PoolingType.MEAN
+    pooling = (
+        in_file if in_file in (PoolingType.MEAN, PoolingType.CLS, PoolingType.LAST) else PoolingType.MEAN
+    )
     n_ctx, n_embd = info.context_length, info.embedding_length
     if not n_ctx or not n_embd:
         raise NotAnEmbeddingModel(path, f"{name} does not say its context length and vector size")

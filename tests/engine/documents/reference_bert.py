@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 
-
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function to within 1e-14 (``math.erf`` element by element is 50x slower):
     its Taylor series below 2.5, the continued fraction of erfc above."""
@@ -47,7 +46,9 @@ class ReferenceBert:
 
         self.config = json.loads((folder / "config.json").read_text())
         raw = load_file(str(folder / "model.safetensors"))
-        self.w = {k.removeprefix("bert."): v.astype(np.float64) for k, v in raw.items() if v.dtype.kind == "f"}
+        self.w = {
+            k.removeprefix("bert."): v.astype(np.float64) for k, v in raw.items() if v.dtype.kind == "f"
+        }
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         # tokenizer.json says 128 (what sentence-transformers trained with); the embedder's
