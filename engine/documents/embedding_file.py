@@ -1,5 +1,6 @@
 """Whether a GGUF is an embedding model, and what Hearth needs to run it as one: the pooling,
-the positions it was trained on, the vector size (``read_embedding_model``).
+the positions it was trained on, the vector size (``read_embedding_model``), and the memory
+it takes once loaded (``estimate_embedder_memory``).
 
 Read from the header only (``engine.catalog.inspect``): a chat model picked as the embedder
 is refused in one line before llama.cpp sees it.
@@ -28,6 +29,11 @@ ENCODER_ARCHITECTURES = frozenset(
         "eurobert",
     }
 )
+F32 = 4
+# Host memory beyond llama.cpp's named buffers: graph metadata, threads' stacks, the
+# context's own tables, the embedder's batch arrays (measured with all-MiniLM-L6-v2:
+# benchmarks/bench_embedding.py).
+EMBEDDER_FIXED_BYTES = 8 << 20
 # The most tokens one text is embedded with, whatever longer the model was trained on: the
 # chunks Hearth embeds are far shorter, and every token past this costs compute and memory
 # (a non-causal micro-batch holds every text of the batch at once).
@@ -141,3 +147,48 @@ def read_embedding_model(path: Path | str) -> EmbeddingModelInfo:
     """Read ``path``'s header: InvalidModelFile for a damaged GGUF, NotAnEmbeddingModel for one
     that is not an embedder."""
     return describe_embedding_model(inspect(Path(path), ModelKind.TEXT, embedding=True))
+
+
+@dataclass(frozen=True)
+class EmbedderMemory:
+    """What an open embedder holds, buffer by buffer (bytes)."""
+
+    weights: int  # the mapped file's tensors, all resident once a batch has run
+    output: int  # llama.cpp's output buffer, cleared (so resident) when reserved
+    compute: int  # the scheduler's buffer for one full micro-batch
+    runtime: int  # the vocabulary's tables and the fixed working set
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.output + self.compute + self.runtime
+
+
+def embedder_memory(info: EmbeddingModelInfo) -> EmbedderMemory:
+    """The embedder's memory, as the planner adds up a chat model's.
+
+    Context n_ctx = n_batch = n_ubatch = window (engine/documents/embedding.py). llama.cpp
+    reserves logits for every output row even in embedding mode (output_reserve:
+    has_logits is always true), and a pooled batch outputs every token: window rows of
+    n_vocab + n_embd floats, 63 MiB for MiniLM's 30,522 tokens at 512. The compute buffer
+    (flash attention, no KV cache for an encoder) holds one layer's widest activations
+    for the micro-batch and its f16 mask.
+    """
+    from engine.planner import VOCAB_BYTES_PER_TOKEN
+
+    model = info.model
+    tokens = info.window
+    n_vocab = model.vocab_size or 0
+    n_ff = model.feed_forward_length or 4 * info.n_embd
+    output = tokens * (n_vocab + info.n_embd) * F32
+    compute = tokens * (n_ff + 4 * info.n_embd) * F32 + tokens * tokens * 2
+    if info.causal:  # a decoder embedder's KV cache: window cells, f16 K and V per layer
+        heads_kv = model.head_count_kv or model.head_count or 1
+        width = (model.key_length or 0) + (model.value_length or 0)
+        compute += (model.block_count or 0) * tokens * heads_kv * width * 2
+    runtime = n_vocab * VOCAB_BYTES_PER_TOKEN + EMBEDDER_FIXED_BYTES
+    return EmbedderMemory(weights=model.tensor_bytes, output=output, compute=compute, runtime=runtime)
+
+
+def estimate_embedder_memory(info: EmbeddingModelInfo) -> int:
+    """Bytes an open embedder adds to the process (``embedder_memory(info).total``)."""
+    return embedder_memory(info).total
