@@ -570,7 +570,8 @@ def _reader(folder: Path, original: str, dtype: type[np.floating]) -> TensorRead
             raise ConversionFailed(folder, f"{original} cannot be read: {exc}".splitlines()[0]) from None
         if data.dtype.kind != "f":
             raise ConversionFailed(folder, f"{original} holds {data.dtype} values, not floating point")
-        converted = np.ascontiguousarray(data, dtype=dtype)
+        with np.errstate(over="ignore"):  # an overflow is refused just below
+            converted = np.ascontiguousarray(data, dtype=dtype)
         if not np.isfinite(converted).all():
             raise ConversionFailed(folder, f"{original} has values that do not fit {np.dtype(dtype).name}")
         return converted

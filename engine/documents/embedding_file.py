@@ -107,10 +107,7 @@ def describe_embedding_model(info: ModelInfo) -> EmbeddingModelInfo:
     stored = info.metadata.get(f"{arch}.pooling_type")
     in_file: PoolingType | None = None
     if isinstance(stored, int) and not isinstance(stored, bool):
-        try:
-            in_file = PoolingType(stored)
-        except ValueError:
-            raise NotAnEmbeddingModel(path, f"{name} has an unknown pooling type ({stored})") from None
+        in_file = PoolingType(stored)  # the catalog refused anything outside 0..4
     if in_file is PoolingType.RANK:
         raise NotAnEmbeddingModel(path, f"{name} is a reranker (rank pooling), not an embedding model")
     # A file without pooling (or NONE: one vector per token) is pooled by mean, as
