@@ -90,8 +90,15 @@ def test_minilm_vocabulary_in_phantom_space_form(embedder_gguf: Path, minilm_fol
 def test_norms_biases_positions_and_token_types_f32_matrices_f16(embedder_gguf: Path) -> None:
     types = tensor_types(embedder_gguf)
     blocks = [
-        "attn_q", "attn_k", "attn_v", "attn_output", "attn_output_norm", "ffn_up", "ffn_down", "layer_output_norm",
-    ]  # fmt: skip
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_output",
+        "attn_output_norm",
+        "ffn_up",
+        "ffn_down",
+        "layer_output_norm",
+    ]
     expected = {"token_embd.weight", "token_types.weight", "position_embd.weight"}
     expected |= {f"token_embd_norm.{s}" for s in ("weight", "bias")}
     expected |= {f"blk.{i}.{b}.{s}" for i in range(6) for b in blocks for s in ("weight", "bias")}
