@@ -36,7 +36,8 @@ def embedder_gguf(minilm_folder: Path) -> Path:
 def embedder(embedder_gguf: Path) -> Iterator[Any]:
     from engine.documents.embedding import open_embedder
 
-    opened = open_embedder(embedder_gguf, n_threads=2)
+    # One thread: on a shared 2-core machine a second one waits at every barrier (10x slower).
+    opened = open_embedder(embedder_gguf, n_threads=1)
     yield opened
     opened.close()
 
