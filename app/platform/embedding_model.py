@@ -35,7 +35,7 @@ def source_folder() -> Path:
 
 def ensure_default_embedder(embedders_dir: Path, progress: Callable[[int, int], None] | None = None) -> Path:
     """``<embedders_dir>/all-MiniLM-L6-v2-f16.gguf``, converted from the package the first time."""
-    from engine.documents.bert_convert import ConversionFailed, ensure_converted
+    from engine import ConversionFailed, ensure_converted
 
     folder = source_folder()
     try:

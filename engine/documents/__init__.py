@@ -16,9 +16,7 @@ The modules, bottom up:
 from engine.base.lazy import lazy_exports
 
 _EXPORTS = {
-    "BertSource": "bert_convert",
     "ConversionFailed": "bert_convert",
-    "convert": "bert_convert",
     "ensure_converted": "bert_convert",
     "EmbeddingModelInfo": "embedding_file",
     "NotAnEmbeddingModel": "embedding_file",
