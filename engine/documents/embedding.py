@@ -101,23 +101,24 @@ class _Worker:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def call(self, fn: Callable[[], T]) -> T:
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
         self._jobs.put((fn, future))
-        return future.result()
+        return future
 
-    def stop(self, last: Callable[[], Any]) -> None:
+    def call(self, fn: Callable[[], T]) -> T:
+        return self.submit(fn).result()
+
+    def stop(self, last: Callable[[], Any], *, wait: bool = True) -> None:
         """Run ``last`` after every queued call, then end the thread."""
-        future: Future[Any] = Future()
-        self._jobs.put((last, future))
+        self._jobs.put((last, Future()))
         self._jobs.put(None)
-        if threading.current_thread() is not self._thread:
-            future.result()
-            self._thread.join()
+        if wait:
+            self.join()
 
-    @property
-    def is_current(self) -> bool:
-        return threading.current_thread() is self._thread
+    def join(self) -> None:
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -342,9 +343,13 @@ class Embedder:
         self.n_threads = n_threads
 
     def _call(self, fn: Callable[[], T]) -> T:
-        if self._closed:
-            raise EmbedderClosed("The embedding model was closed.")
-        return self._worker.call(fn)
+        # Checked and queued under the lock: a call queued after close()'s free would use
+        # freed handles (or wait forever behind the worker's end).
+        with self._lock:
+            if self._closed:
+                raise EmbedderClosed("The embedding model was closed.")
+            future = self._worker.submit(fn)
+        return future.result()
 
     # --- life --------------------------------------------------------------------------------
 
@@ -354,8 +359,10 @@ class Embedder:
             if self._closed:
                 return
             self._closed = True
+            # Queued under the lock, so after every call already accepted and before none.
+            self._worker.stop(self._native.free, wait=False)
         atexit.unregister(self.close)
-        self._worker.stop(self._native.free)
+        self._worker.join()
 
     @property
     def closed(self) -> bool:

@@ -228,6 +228,34 @@ def test_closed_embedder_refuses_in_one_line(embedder_gguf: Path) -> None:
         embedder.count_tokens("after")
 
 
+def test_closing_while_others_embed_neither_hangs_nor_frees_under_them(embedder_gguf: Path) -> None:
+    embedder = open_embedder(embedder_gguf, n_threads=1)
+    outcomes: list[str] = []
+    started = threading.Barrier(5)
+
+    def work() -> None:
+        started.wait()
+        while True:
+            try:
+                embedder.embed(["a short text", "another"])
+            except EmbedderClosed:
+                outcomes.append("closed")
+                return
+            except BaseException as exc:
+                outcomes.append(repr(exc))
+                return
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    embedder.close()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert outcomes == ["closed"] * 4
+
+
 def test_open_refuses_a_chat_model_and_bad_threads(tiny_model: Path, embedder_gguf: Path) -> None:
     with pytest.raises(NotAnEmbeddingModel, match="not an embedding model"):
         open_embedder(tiny_model)
