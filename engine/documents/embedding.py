@@ -297,8 +297,8 @@ class Embedder:
                 capacity = -n
 
     def _find_wrapping(self) -> _Wrapping:
-        """[CLS]/[SEP] as llama.cpp adds them, found without asking it to add any: its
-        WordPiece tokenizer asserts (aborts) when the vocabulary lacks either."""
+        """The special tokens llama.cpp's tokenizer adds (llama_vocab::impl::tokenize), added
+        here instead: asked to add them, it asserts (aborts) when the vocabulary lacks one."""
         import llama_cpp as ll
 
         vocab = self._native.vocab
@@ -310,14 +310,11 @@ class Embedder:
             unk if isinstance(unk, int) and 0 <= unk < int(ll.llama_vocab_n_tokens(vocab)) else fallback
         )
         if int(ll.llama_vocab_type(vocab)) == ll.LLAMA_VOCAB_TYPE_WPM:
+            # WordPiece: [CLS] ... [SEP] whatever the add_* flags say.
             return _Wrapping((bos,) if bos >= 0 else (), (sep,) if sep >= 0 else (), fallback)
-        probe = b"hello world"
-        plain = self._tokenize_bytes(probe, add_special=False)
-        full = self._tokenize_bytes(probe, add_special=True)
-        for start in range(len(full) - len(plain) + 1):
-            if full[start : start + len(plain)] == plain:
-                return _Wrapping(tuple(full[:start]), tuple(full[start + len(plain) :]), fallback)
-        return _Wrapping((), (), fallback)
+        prefix = (bos,) if ll.llama_vocab_get_add_bos(vocab) and bos >= 0 else ()
+        suffix = (eos,) if ll.llama_vocab_get_add_eos(vocab) and eos >= 0 else ()
+        return _Wrapping(prefix, suffix, fallback)
 
     # --- embedding ---------------------------------------------------------------------------
 

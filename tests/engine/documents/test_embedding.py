@@ -270,6 +270,31 @@ def test_default_threads_are_the_planners(embedder_gguf: Path) -> None:
         assert 1 <= embedder.n_threads <= physical_cores()
 
 
+def test_a_causal_embedder_with_last_pooling(tiny_model: Path, tmp_path: Path) -> None:
+    """Qwen3-Embedding's shape (a llama-family decoder, LAST pooling, a KV cache): the
+    specials its vocabulary asks for, sequences kept apart, the cache cleared between batches."""
+    import gguf
+
+    from tests.engine.documents.conftest import rewrite_metadata
+
+    path = rewrite_metadata(
+        tiny_model, tmp_path / "pooled.gguf", set_keys={"llama.pooling_type": (3, gguf.GGUFValueType.UINT32)}
+    )
+    with open_embedder(path, n_threads=1) as embedder:
+        assert embedder.info.causal and embedder.info.bert_text is None
+        bos = embedder.info.model.bos_token_id
+        tokens = embedder.tokenize("hello world")
+        assert tokens[0] == bos and bos not in tokens[1:]
+        texts = ["hello world", "world", "", "hello " * 800]
+        together = embedder.embed(texts)
+        again = embedder.embed(texts)
+        alone = np.stack([embedder.embed([t])[0] for t in texts])
+        np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(together, again, atol=1e-5)
+        np.testing.assert_allclose((alone * together).sum(axis=1), 1.0, atol=1e-4)
+        assert len(embedder.tokenize("hello " * 800)) == embedder.window
+
+
 @pytest.mark.parametrize(
     ("lengths", "max_tokens", "max_sequences"),
     [
