@@ -7,6 +7,8 @@ The modules, bottom up:
 
 - ``bert_convert``: Hearth's own converter of a sentence-transformers BERT folder into an f16
   GGUF (``ensure_converted``; no torch).
+- ``bert_text``: what BERT's own tokenizer does to a text that llama.cpp's does not
+  (decomposing Hangul, [UNK] for over-long words), done before llama.cpp tokenizes.
 - ``embedding_file``: whether a GGUF is an embedding model, its pooling and window
   (``read_embedding_model``), and what it costs in memory (``estimate_embedder_memory``).
 - ``embedding``: ``Embedder``, the model on a llama.cpp worker thread of its own

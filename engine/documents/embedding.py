@@ -4,7 +4,9 @@
 in one line), then loads the model on the embedder's thread, which owns the llama.cpp
 model and context for their whole life. ``embed`` from any thread queues its decodes to
 that thread and blocks until they are done; tokenizing (``count_tokens``, ``tokenize``)
-runs in the caller's thread, as llama.cpp's tokenizer only reads the vocabulary.
+runs in the caller's thread, as llama.cpp's tokenizer only reads the vocabulary. A text for
+a WordPiece (BERT) model is first prepared as BERT's own tokenizer would see it
+(``bert_text``), so its tokens are the ones the model was trained with.
 
 What can never reach llama.cpp (each would abort the process, not raise):
 
