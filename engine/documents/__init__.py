@@ -5,8 +5,11 @@ Importing the package costs nothing: each name is imported from its module when 
 
 The modules, bottom up:
 
-- ``bert_convert``: Hearth's own converter of a sentence-transformers BERT folder into an f16
-  GGUF (``ensure_converted``; no torch).
+- ``bert_source``: a sentence-transformers BERT folder's files, hash, hyper-parameters and
+  pooling; ``ConversionFailed``.
+- ``bert_vocab``: its WordPiece vocabulary in llama.cpp's form.
+- ``bert_convert``: Hearth's own converter of that folder into an f16 GGUF
+  (``ensure_converted``; no torch).
 - ``bert_text``: what BERT's own tokenizer does to a text that llama.cpp's does not
   (decomposing Hangul, [UNK] for over-long words), done before llama.cpp tokenizes.
 - ``embedding_file``: whether a GGUF is an embedding model, its pooling and window
@@ -18,7 +21,7 @@ The modules, bottom up:
 from engine.base.lazy import lazy_exports
 
 _EXPORTS = {
-    "ConversionFailed": "bert_convert",
+    "ConversionFailed": "bert_source",
     "ensure_converted": "bert_convert",
     "EmbeddingModelInfo": "embedding_file",
     "NotAnEmbeddingModel": "embedding_file",
