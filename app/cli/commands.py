@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_hardware_command(sub)
     hub.add_commands(sub)
 
-    sub.add_parser("setup-default-model", help="put the demo model (Gemma 3 270M) in the models folder")
+    sub.add_parser("setup-default-model", help="set up the default chat model and embedding model")
     return parser
 
 
@@ -91,13 +91,17 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def cmd_setup_default_model(args: argparse.Namespace, paths: AppPaths) -> int:
-    """The chat model a first "Hello" deserves: Qwen2.5-Coder 1.5B Instruct, not a base model.
-    Also says which system libraries the window still needs (a minimal Debian lacks some)."""
+    """The chat model a first "Hello" deserves: Qwen2.5-Coder 1.5B Instruct, not a base model,
+    and the default embedding model (all-MiniLM-L6-v2, converted once to a GGUF). Also says
+    which system libraries the window still needs (a minimal Debian lacks some)."""
+    from app.platform import embedding_model
     from app.platform.qwen_model import ensure_chat_model, print_progress
     from app.platform.system_libraries import check_display_libraries
 
     target = ensure_chat_model(paths.ensure().models_dir, print_progress)
     print(f"Default model ready: {target}")
+    embedder = embedding_model.ensure_default_embedder(paths.embedders_dir, embedding_model.print_progress)
+    print(f"Default embedding model ready: {embedder}")
     if (problem := check_display_libraries()) is not None:
         print(f"hearth: {problem}", file=sys.stderr)
         return 1

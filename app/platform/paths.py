@@ -45,6 +45,11 @@ class AppPaths:
     def database_file(self) -> Path:
         return self.data_dir / "hearth.sqlite3"
 
+    @property
+    def embedders_dir(self) -> Path:
+        """Embedding models Hearth made itself (the default one, converted at setup)."""
+        return self.data_dir / "embedders"
+
     def check(self) -> AppPaths:
         """Refuse, in one line, folders that are files (a typo in --data-dir must not traceback)."""
         for option, folder in (("--data-dir", self.data_dir), ("--models-dir", self.models_dir)):

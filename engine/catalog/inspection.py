@@ -19,20 +19,25 @@ _KEEP_STRING_CHARS = 1024  # longer strings stay out of ModelInfo.metadata
 
 
 def inspect(
-    path: Path | str, expect: ModelKind | None = None, *, opener: Opener = open_reader
+    path: Path | str,
+    expect: ModelKind | None = None,
+    *,
+    opener: Opener = open_reader,
+    embedding: bool = False,
 ) -> ModelInfo:
     """Read and validate ``path``'s GGUF header; raise InvalidModelFile with the reason.
 
     Reads only the header and tensor table. ``expect`` (TEXT or PROJECTOR) additionally
     rejects a file of the other kind, and for TEXT a non-first part of a split model.
     ``opener`` reaches the bytes of ``path`` and of a split model's other parts (a file on
-    the Hub goes through the same checks as one on disk).
+    the Hub goes through the same checks as one on disk). ``embedding``: read for
+    ``engine.documents``' embedder, so a non-causal (encoder) model is not refused.
     """
     path = Path(path)
     with opener(path) as reader:
         header = parse_header(reader, check_vocab=True)
     check_complete(reader, header)
-    info = _describe(path, reader.size, header, opener)
+    info = _describe(path, reader.size, header, opener, embedding=embedding)
     if expect is not None:
         _check_expected(info, expect)
     return info
@@ -61,7 +66,9 @@ def _check_expected(info: ModelInfo, expect: ModelKind) -> None:
         )
 
 
-def _describe(path: Path, size: int, header: Header, opener: Opener = open_reader) -> ModelInfo:
+def _describe(
+    path: Path, size: int, header: Header, opener: Opener = open_reader, *, embedding: bool = False
+) -> ModelInfo:
     s = header.scalars
     arch_value = s.get("general.architecture")
     split_count = as_int(s.get("split.count")) or 1
@@ -81,7 +88,7 @@ def _describe(path: Path, size: int, header: Header, opener: Opener = open_reade
         arch = arch_value
 
     if kind is ModelKind.TEXT and split_index == 0:
-        check_text_model(path, header, arch)
+        check_text_model(path, header, arch, embedding=embedding)
     projector = projector_info(path, header) if kind is ModelKind.PROJECTOR else None
 
     tensors = list(header.tensors)

@@ -52,8 +52,9 @@ class HeaderLike(Protocol):
     alignment: int
 
 
-def check_llama_limits(header: HeaderLike, arch: str) -> str | None:
-    """The reason llama.cpp would abort on this text model, or None."""
+def check_llama_limits(header: HeaderLike, arch: str, *, embedding: bool = False) -> str | None:
+    """The reason llama.cpp would abort on this text model, or None. ``embedding``: the file
+    is read as an embedding model, which may (and an encoder must) be non-causal."""
     for rule in (
         _check_tensors,
         _check_layers_and_heads,
@@ -64,6 +65,8 @@ def check_llama_limits(header: HeaderLike, arch: str) -> str | None:
         reason = rule(header, arch)
         if reason:
             return reason
+    if not embedding and header.scalars.get(f"{arch}.attention.causal") is False:
+        return "a non-causal (embedding) model: llama.cpp cannot generate text with it"
     return None
 
 
@@ -120,8 +123,6 @@ def _check_layers_and_heads(header: HeaderLike, arch: str) -> str | None:
     context = s.get(f"{arch}.context_length")
     if isinstance(context, int) and context <= 0:
         return f"corrupt metadata: {arch}.context_length is {context}"
-    if s.get(f"{arch}.attention.causal") is False:
-        return "a non-causal (embedding) model: llama.cpp cannot generate text with it"
     pooling = s.get(f"{arch}.pooling_type")
     if isinstance(pooling, int) and not 0 <= pooling <= 4:
         return f"corrupt metadata: {arch}.pooling_type is {pooling}"

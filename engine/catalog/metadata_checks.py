@@ -72,7 +72,7 @@ _CLIP_REQUIRED_AUDIO_U32 = (
 )
 
 
-def check_text_model(path: Path, header: Header, arch: str) -> None:
+def check_text_model(path: Path, header: Header, arch: str, *, embedding: bool = False) -> None:
     s = header.scalars
     if s.get("general.type") == "adapter":
         raise invalid_file(path, "this is a LoRA adapter, not a model")
@@ -104,7 +104,7 @@ def check_text_model(path: Path, header: Header, arch: str) -> None:
             raise invalid_file(
                 path, f"corrupt metadata: {key} has {array.count:,} entries for {n_tokens:,} tokens"
             )
-    reason = check_llama_limits(header, arch)
+    reason = check_llama_limits(header, arch, embedding=embedding)
     if reason:
         raise invalid_file(path, reason)
 

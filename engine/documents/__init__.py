@@ -8,6 +8,17 @@ The modules, bottom up:
 - ``document``, ``parsing`` (+ one reader per kind), ``scanning``: files into sections of text
   with pages, headings and offsets; each file that cannot be read is one ``DocumentRefused`` line.
 - ``chunking``: ``chunk_document``, by the embedder's tokens.
+- ``bert_source``: a sentence-transformers BERT folder's files, hash, hyper-parameters and
+  pooling; ``ConversionFailed``.
+- ``bert_vocab``: its WordPiece vocabulary in llama.cpp's form.
+- ``bert_convert``: Hearth's own converter of that folder into an f16 GGUF
+  (``ensure_converted``; no torch).
+- ``bert_text``: what BERT's own tokenizer does to a text that llama.cpp's does not
+  (decomposing Hangul, [UNK] for over-long words), done before llama.cpp tokenizes.
+- ``embedding_file``: whether a GGUF is an embedding model, its pooling and window
+  (``read_embedding_model``), and what it costs in memory (``estimate_embedder_memory``).
+- ``embedding``: ``Embedder``, the model on a llama.cpp worker thread of its own
+  (``open_embedder``).
 """
 
 from engine.base.lazy import lazy_exports
@@ -26,6 +37,18 @@ _EXPORTS = {
     "scan_paths": "scanning",
     "Chunk": "chunking",
     "chunk_document": "chunking",
+    "ConversionFailed": "bert_source",
+    "ensure_converted": "bert_convert",
+    "EmbeddingModelInfo": "embedding_file",
+    "NotAnEmbeddingModel": "embedding_file",
+    "PoolingType": "embedding_file",
+    "estimate_embedder_memory": "embedding_file",
+    "is_embedding_model": "embedding_file",
+    "read_embedding_model": "embedding_file",
+    "Embedder": "embedding",
+    "EmbedderClosed": "embedding",
+    "EmbeddingFailed": "embedding",
+    "open_embedder": "embedding",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

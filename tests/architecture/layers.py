@@ -126,6 +126,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.catalog",
             "engine.chat",
             "engine.devtools",
+            "engine.documents",
             "engine.loaded_model",
             "engine.machine",
             "engine.native",
@@ -209,7 +210,13 @@ ALLOWED: Mapping[str, frozenset[str]] = {
         "engine.catalog": {"engine.base"},
         "engine.chat": {"engine.base", "engine.sampling"},
         "engine.chat_model": {"engine.chat", "engine.requests"},
-        "engine.documents": {"engine.base"},
+        "engine.documents": {
+            "engine.base",
+            "engine.catalog",
+            "engine.machine",
+            "engine.native",
+            "engine.planner",
+        },
         "engine.devtools": {
             "engine.base",
             "engine.catalog",
