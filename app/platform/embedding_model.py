@@ -35,9 +35,9 @@ def source_folder() -> Path:
 
 def ensure_default_embedder(embedders_dir: Path, progress: Callable[[int, int], None] | None = None) -> Path:
     """``<embedders_dir>/all-MiniLM-L6-v2-f16.gguf``, converted from the package the first time."""
+    folder = source_folder()
     from engine import ConversionFailed, ensure_converted
 
-    folder = source_folder()
     try:
         return ensure_converted(folder, embedders_dir / EMBEDDER_NAME, name=MODEL_LABEL, progress=progress)
     except ConversionFailed as exc:
