@@ -1,0 +1,1 @@
+"""Documents and retrieval (issue 28): parsing, chunking, embedding, the index and retrieval."""
