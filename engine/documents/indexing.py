@@ -1,0 +1,599 @@
+"""One indexing run over a collection's generation: scan, then one transaction per file.
+
+A file's stat is compared first (size and mtime unchanged: not read), then its SHA-256
+(content unchanged: only the mtime written), and only then is it parsed and chunked; of its
+chunks, only those whose text was not embedded for this document before are embedded (an edit
+to one paragraph embeds that paragraph's chunks). A file that vanished and reappears elsewhere
+with the same content is moved, not embedded again. Everything a file needs is computed
+before its transaction opens, and written in that one transaction: a run killed at any moment
+loses at most the file it was on, and the next run skips everything committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from engine.base.errors import EngineError
+from engine.documents.embedder_protocol import TextEmbedder
+from engine.documents.index_control import IndexControl
+from engine.documents.index_types import (
+    ChunkSettings,
+    DocumentStatus,
+    IndexPhase,
+    IndexProgress,
+    IndexReport,
+)
+from engine.documents.vector_matrix import vector_blob
+
+log = logging.getLogger(__name__)
+
+# Texts per embed call: llama.cpp's encoders take a batch of sequences per decode, and 32 is
+# where the per-call overhead stops mattering while a pause or cancel still answers quickly.
+EMBED_BATCH = 32
+# Bytes read at a time while hashing a file.
+_HASH_BLOCK = 1 << 20
+
+Progress = Callable[[IndexProgress], None]
+
+
+class ChunkLike(Protocol):
+    ordinal: int
+    text: str
+    page: int | None
+    heading: str
+    start: int
+    end: int
+    tokens: int
+
+
+class RefusalLike(Protocol):
+    path: Path
+    reason: str
+
+
+class ScanLike(Protocol):
+    files: Sequence[Path]
+    refusals: Sequence[RefusalLike]
+
+
+Parse = Callable[[Path], Any]
+Chunk = Callable[..., Sequence[ChunkLike]]
+Scan = Callable[[Sequence[Path]], ScanLike]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The rows of one collection built with one embedder and one chunking."""
+
+    collection_id: int
+    collection: str
+    embedder: str
+    chunking: ChunkSettings
+    active: bool  # the one queries use; writes to it move the collection's revision
+
+
+@dataclass
+class _Row:
+    id: int
+    path: str
+    size: int | None
+    mtime_ns: int | None
+    sha256: str | None
+    status: DocumentStatus
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A file read, parsed, chunked and embedded, waiting for its transaction."""
+
+    chunks: Sequence[ChunkLike]
+    shas: list[str]
+    vectors: dict[str, bytes]  # text sha -> blob for every chunk not kept from before
+
+
+@dataclass
+class _Counts:
+    indexed: int = 0
+    unchanged: int = 0
+    touched: int = 0
+    moved: int = 0
+    removed: int = 0
+    refused: int = 0
+    embedded: int = 0
+    reused: int = 0
+    stored: int = 0
+    embed_seconds: float = 0.0
+    work_seconds: float = 0.0
+    bytes_done: int = 0
+    files_done: int = 0
+    paused_seconds: float = field(default=0.0)
+
+
+def text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_sha(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def refusal_reason(error: BaseException) -> str:
+    """The line a refusal is listed with: the parser's reason when it gave one."""
+    reason = getattr(error, "reason", None)
+    if isinstance(reason, str) and reason:
+        return one_line(reason)
+    if isinstance(error, EngineError):
+        return one_line(error.message)
+    if isinstance(error, OSError):
+        return one_line(error.strerror or str(error))
+    return one_line(f"could not be read ({type(error).__name__}: {error})")
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def in_scope(path: str, sources: Sequence[Path]) -> bool:
+    candidate = Path(path)
+    return any(candidate == source or source in candidate.parents for source in sources)
+
+
+class IndexRun:
+    """Brings one generation up to date with the files under ``sources``."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        generation: Generation,
+        embedder: TextEmbedder,
+        *,
+        parse: Parse,
+        chunk: Chunk,
+        scan: Scan,
+        progress: Progress | None,
+        control: IndexControl | None,
+        reuse_from: Generation | None = None,
+    ) -> None:
+        self.conn = conn
+        self.gen = generation
+        self.embedder = embedder
+        self.parse = parse
+        self.chunk = chunk
+        self.scan = scan
+        self.progress = progress
+        self.control = control or IndexControl()
+        self.reuse_from = reuse_from
+        self.counts = _Counts()
+        self.files_total = 0
+        self.bytes_todo = 0
+        self.current: Path | None = None
+        self.started = time.monotonic()
+        self._file_began: float | None = None
+        self._file_paused = 0.0
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self, sources: Sequence[Path]) -> IndexReport:
+        self._emit(IndexPhase.SCANNING)
+        result = self.scan(list(sources))
+        files = [Path(os.path.abspath(p)) for p in result.files]
+        refusals = list(result.refusals)
+        existing = self._rows()
+        self.files_total = len(files) + len(refusals)
+        found = {str(p) for p in files} | {str(Path(os.path.abspath(r.path))) for r in refusals}
+        missing = [row for key, row in existing.items() if key not in found and in_scope(key, sources)]
+        stats = self._stats(files)
+        if missing:
+            self._move_renamed(files, stats, existing, missing)
+        if missing:
+            self._remove(missing)
+        self._store_scan_refusals(refusals, existing)
+        self._add_pending([p for p in files if str(p) not in existing], existing)
+
+        todo: list[Path] = []
+        for path in files:
+            row, info = existing[str(path)], stats.get(str(path))
+            if info is not None and _unchanged(row, info):
+                self.counts.unchanged += 1
+                self.counts.files_done += 1
+            else:
+                todo.append(path)
+                self.bytes_todo += info.st_size if info is not None else 0
+        self.counts.files_done += len(refusals)
+        self._emit(IndexPhase.INDEXING)
+
+        cancelled = False
+        for path in todo:
+            if not self._checkpoint():
+                cancelled = True
+                break
+            self.current = path
+            self._file_began, self._file_paused = time.monotonic(), self.counts.paused_seconds
+            done = self._index_file(path, existing[str(path)], stats.get(str(path)))
+            self.counts.work_seconds += self._file_seconds()
+            self._file_began = None
+            if not done:
+                cancelled = True
+                break
+            info = stats.get(str(path))
+            self.counts.bytes_done += info.st_size if info is not None else 0
+            self.counts.files_done += 1
+            self._emit(IndexPhase.INDEXING)
+        self.current = None
+        self._save_rate()
+        self._emit(IndexPhase.CANCELLED if cancelled else IndexPhase.DONE)
+        return self._report(len(files) + len(refusals), cancelled)
+
+    # -- reading the generation ------------------------------------------------------------
+
+    def _rows(self) -> dict[str, _Row]:
+        rows = self.conn.execute(
+            "SELECT id, path, size, mtime_ns, sha256, status FROM documents"
+            " WHERE collection_id = ? AND embedder = ? AND chunking = ?",
+            (self.gen.collection_id, self.gen.embedder, self.gen.chunking.to_json()),
+        )
+        return {
+            r["path"]: _Row(r["id"], r["path"], r["size"], r["mtime_ns"], r["sha256"], DocumentStatus(r["status"]))
+            for r in rows
+        }
+
+    def _stats(self, files: Sequence[Path]) -> dict[str, os.stat_result]:
+        stats = {}
+        for path in files:
+            try:
+                stats[str(path)] = os.stat(path)
+            except OSError:
+                pass  # gone since the scan, or unreadable: _index_file refuses it with the reason
+        return stats
+
+    # -- renames, removals, refusals found by the scan -------------------------------------
+
+    def _move_renamed(
+        self,
+        files: Sequence[Path],
+        stats: dict[str, os.stat_result],
+        existing: dict[str, _Row],
+        missing: list[_Row],
+    ) -> None:
+        by_size: dict[int, list[_Row]] = defaultdict(list)
+        for row in missing:
+            if row.status is DocumentStatus.INDEXED and row.size is not None and row.sha256:
+                by_size[row.size].append(row)
+        for path in files:
+            key, info = str(path), stats.get(str(path))
+            # A rename keeps the size: only new files of a missing one's size are hashed here.
+            if key in existing or info is None or not by_size.get(info.st_size):
+                continue
+            try:
+                sha = file_sha(path)
+            except OSError:
+                continue
+            row = next((r for r in by_size[info.st_size] if r.sha256 == sha), None)
+            if row is None:
+                continue
+            with transaction(self.conn):
+                self.conn.execute(
+                    "UPDATE documents SET path = ?, size = ?, mtime_ns = ? WHERE id = ?",
+                    (key, info.st_size, info.st_mtime_ns, row.id),
+                )
+                self._bump()
+            by_size[info.st_size].remove(row)
+            missing.remove(row)
+            del existing[row.path]
+            row.path, row.size, row.mtime_ns = key, info.st_size, info.st_mtime_ns
+            existing[key] = row
+            self.counts.moved += 1
+
+    def _remove(self, missing: Sequence[_Row]) -> None:
+        with transaction(self.conn):
+            self.conn.executemany("DELETE FROM documents WHERE id = ?", [(row.id,) for row in missing])
+            self._bump()
+        self.counts.removed += len(missing)
+
+    def _store_scan_refusals(self, refusals: Sequence[RefusalLike], existing: dict[str, _Row]) -> None:
+        if not refusals:
+            return
+        with transaction(self.conn):
+            for refusal in refusals:
+                key = str(Path(os.path.abspath(refusal.path)))
+                row = existing.get(key)
+                if row is None:
+                    existing[key] = self._insert_row(key, DocumentStatus.REFUSED, refusal.reason)
+                else:
+                    self._refuse_row(row, one_line(refusal.reason), None, None)
+            self._bump()
+        self.counts.refused += len(refusals)
+
+    def _add_pending(self, paths: Sequence[Path], existing: dict[str, _Row]) -> None:
+        """New files are listed at once, as pending: the user sees what is coming, and a run
+        stopped before reaching them leaves them pending rather than unlisted."""
+        if not paths:
+            return
+        with transaction(self.conn):
+            for path in paths:
+                existing[str(path)] = self._insert_row(str(path), DocumentStatus.PENDING, "")
+
+    def _insert_row(self, path: str, status: DocumentStatus, reason: str) -> _Row:
+        cursor = self.conn.execute(
+            "INSERT INTO documents (collection_id, path, status, reason, embedder, chunking)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                self.gen.collection_id,
+                path,
+                status.value,
+                one_line(reason),
+                self.gen.embedder,
+                self.gen.chunking.to_json(),
+            ),
+        )
+        return _Row(int(cursor.lastrowid or 0), path, None, None, None, status)
+
+    def _refuse_row(self, row: _Row, reason: str, info: os.stat_result | None, sha: str | None) -> None:
+        self.conn.execute("DELETE FROM chunks WHERE document_id = ?", (row.id,))
+        self.conn.execute(
+            "UPDATE documents SET status = 'refused', reason = ?, size = ?, mtime_ns = ?, sha256 = ?,"
+            " chunk_count = 0, indexed_at = ? WHERE id = ?",
+            (
+                reason,
+                info.st_size if info else None,
+                info.st_mtime_ns if info else None,
+                sha,
+                time.time(),
+                row.id,
+            ),
+        )
+        row.status, row.sha256 = DocumentStatus.REFUSED, sha
+        row.size, row.mtime_ns = (info.st_size, info.st_mtime_ns) if info else (None, None)
+
+    # -- one file --------------------------------------------------------------------------
+
+    def _index_file(self, path: Path, row: _Row, info: os.stat_result | None) -> bool:
+        """False when cancelled before the file was written (nothing of it is)."""
+        try:
+            if info is None:
+                info = os.stat(path)
+            sha = file_sha(path)
+        except OSError as error:
+            self._refuse(row, refusal_reason(error), None, None)
+            return True
+        if row.sha256 == sha and row.status is not DocumentStatus.PENDING:
+            with transaction(self.conn):
+                self.conn.execute(
+                    "UPDATE documents SET size = ?, mtime_ns = ? WHERE id = ?",
+                    (info.st_size, info.st_mtime_ns, row.id),
+                )
+            row.size, row.mtime_ns = info.st_size, info.st_mtime_ns
+            self.counts.touched += 1
+            return True
+        try:
+            doc = self.parse(path)
+            max_tokens = min(self.gen.chunking.max_tokens, self.embedder.window)
+            chunks = list(
+                self.chunk(doc, self.embedder.count_tokens, max_tokens=max_tokens, overlap=self.gen.chunking.overlap)
+            )
+        except (EngineError, OSError) as error:
+            self._refuse(row, refusal_reason(error), info, sha)
+            return True
+        except Exception as error:  # a reader's bug must not stop the rest of the collection
+            log.exception("could not parse %s", path)
+            self._refuse(row, refusal_reason(error), info, sha)
+            return True
+        if not chunks:
+            self._refuse(row, "no text to index", info, sha)
+            return True
+        prepared = self._prepare(row, chunks)
+        if prepared is None:
+            return False
+        self._write(row, prepared, info, sha)
+        return True
+
+    def _refuse(self, row: _Row, reason: str, info: os.stat_result | None, sha: str | None) -> None:
+        with transaction(self.conn):
+            self._refuse_row(row, reason, info, sha)
+            self._bump()
+        self.counts.refused += 1
+
+    def _known_vectors(self, row: _Row) -> dict[str, bytes]:
+        """Vectors already computed by this embedder for this document, by chunk text."""
+        known = {
+            r[0]: r[1]
+            for r in self.conn.execute(
+                "SELECT c.text_sha256, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id"
+                " WHERE c.document_id = ? AND v.embedder = ?",
+                (row.id, self.gen.embedder),
+            )
+        }
+        other = self.reuse_from
+        if other is not None and other.embedder == self.gen.embedder:
+            for r in self.conn.execute(
+                "SELECT c.text_sha256, v.vector FROM documents d JOIN chunks c ON c.document_id = d.id"
+                " JOIN vectors v ON v.chunk_id = c.id"
+                " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND d.path = ?"
+                " AND v.embedder = ?",
+                (other.collection_id, other.embedder, other.chunking.to_json(), row.path, other.embedder),
+            ):
+                known.setdefault(r[0], r[1])
+        return known
+
+    def _prepare(self, row: _Row, chunks: Sequence[ChunkLike]) -> _Prepared | None:
+        shas = [text_sha(c.text) for c in chunks]
+        known = self._known_vectors(row)
+        wanted: dict[str, str] = {}
+        for sha, c in zip(shas, chunks, strict=True):
+            if sha not in known:
+                wanted.setdefault(sha, c.text)
+        self.counts.reused += sum(1 for sha in shas if sha in known)
+        vectors = {sha: known[sha] for sha in shas if sha in known}
+        pending = list(wanted.items())
+        embedded_here = 0
+        for begin in range(0, len(pending), EMBED_BATCH):
+            if not self._checkpoint():
+                return None
+            batch = pending[begin : begin + EMBED_BATCH]
+            started = time.monotonic()
+            out = np.asarray(self.embedder.embed([text for _, text in batch]), dtype=np.float32)
+            self.counts.embed_seconds += time.monotonic() - started
+            if out.shape != (len(batch), self.embedder.dim):
+                raise ValueError(f"embedder returned {out.shape}, expected {(len(batch), self.embedder.dim)}")
+            for (sha, _), vector in zip(batch, out, strict=True):
+                vectors[sha] = vector_blob(vector)
+            self.counts.embedded += len(batch)
+            embedded_here += len(batch)
+            self._emit(IndexPhase.INDEXING, extra_chunks=embedded_here)
+        return _Prepared(chunks, shas, vectors)
+
+    def _write(self, row: _Row, prepared: _Prepared, info: os.stat_result, sha: str) -> None:
+        conn = self.conn
+        with transaction(conn):
+            # Chunks whose text is unchanged keep their row (and with it their vector and FTS
+            # entry); only their place in the document is brought up to date.
+            old: dict[str, list[sqlite3.Row]] = defaultdict(list)
+            for r in conn.execute(
+                'SELECT id, text_sha256, ordinal, page, heading, start, "end", tokens FROM chunks'
+                " WHERE document_id = ? ORDER BY ordinal",
+                (row.id,),
+            ):
+                old[r["text_sha256"]].append(r)
+            for c, text_hash in zip(prepared.chunks, prepared.shas, strict=True):
+                place = (c.ordinal, c.page, c.heading or "", c.start, c.end, c.tokens)
+                kept = old.get(text_hash)
+                if kept:
+                    r = kept.pop(0)
+                    if tuple(r)[2:] != place:
+                        conn.execute(
+                            'UPDATE chunks SET ordinal = ?, page = ?, heading = ?, start = ?, "end" = ?,'
+                            " tokens = ? WHERE id = ?",
+                            (*place, r["id"]),
+                        )
+                    continue
+                cursor = conn.execute(
+                    'INSERT INTO chunks (document_id, ordinal, text, page, heading, start, "end", tokens,'
+                    " text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (row.id, c.ordinal, c.text, c.page, c.heading or "", c.start, c.end, c.tokens, text_hash),
+                )
+                conn.execute(
+                    "INSERT INTO vectors (chunk_id, embedder, vector) VALUES (?, ?, ?)",
+                    (cursor.lastrowid, self.gen.embedder, prepared.vectors[text_hash]),
+                )
+            gone = [(r["id"],) for rows in old.values() for r in rows]
+            conn.executemany("DELETE FROM chunks WHERE id = ?", gone)
+            conn.execute(
+                "UPDATE documents SET status = 'indexed', reason = '', size = ?, mtime_ns = ?, sha256 = ?,"
+                " chunk_count = ?, indexed_at = ? WHERE id = ?",
+                (info.st_size, info.st_mtime_ns, sha, len(prepared.chunks), time.time(), row.id),
+            )
+            self._bump()
+        row.status, row.sha256, row.size, row.mtime_ns = DocumentStatus.INDEXED, sha, info.st_size, info.st_mtime_ns
+        self.counts.indexed += 1
+        self.counts.stored += len(prepared.chunks)
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def _bump(self) -> None:
+        if self.gen.active:
+            self.conn.execute("UPDATE collections SET revision = revision + 1 WHERE id = ?", (self.gen.collection_id,))
+
+    def _checkpoint(self) -> bool:
+        began = time.monotonic()
+        go_on = self.control.checkpoint(on_pause=lambda: self._emit(IndexPhase.PAUSED))
+        waited = time.monotonic() - began
+        self.counts.paused_seconds += waited
+        if waited > 0.05 and go_on:
+            self._emit(IndexPhase.INDEXING)
+        return go_on
+
+    def _file_seconds(self) -> float:
+        """Time spent on the current file, its pauses left out."""
+        assert self._file_began is not None
+        return time.monotonic() - self._file_began - (self.counts.paused_seconds - self._file_paused)
+
+    def _save_rate(self) -> None:
+        # A handful of chunks says more about start-up than about the rate.
+        if self.counts.embedded < EMBED_BATCH or self.counts.embed_seconds <= 0:
+            return
+        save_rate(self.conn, self.gen.embedder, self.counts.embedded / self.counts.embed_seconds)
+
+    def _emit(self, phase: IndexPhase, extra_chunks: int = 0) -> None:
+        if self.progress is None:
+            return
+        c = self.counts
+        work = c.work_seconds + (self._file_seconds() if self._file_began is not None else 0.0)
+        rate = c.embedded / work if work > 0 else 0.0
+        left = None
+        if phase is IndexPhase.DONE:
+            left = 0.0
+        elif c.bytes_done > 0 and c.work_seconds > 0:
+            # By bytes: the files left are known by size, not yet by chunks.
+            left = max(0.0, (self.bytes_todo - c.bytes_done) * c.work_seconds / c.bytes_done)
+        self.progress(
+            IndexProgress(
+                phase=phase,
+                files_done=c.files_done,
+                files_total=self.files_total,
+                chunks_done=c.stored + extra_chunks,
+                chunks_per_s=rate,
+                seconds_left=left,
+                current=self.current,
+            )
+        )
+
+    def _report(self, files: int, cancelled: bool) -> IndexReport:
+        c = self.counts
+        return IndexReport(
+            collection=self.gen.collection,
+            files=files,
+            indexed=c.indexed,
+            unchanged=c.unchanged,
+            touched=c.touched,
+            moved=c.moved,
+            removed=c.removed,
+            refused=c.refused,
+            chunks_embedded=c.embedded,
+            chunks_reused=c.reused,
+            cancelled=cancelled,
+            seconds=time.monotonic() - self.started,
+        )
+
+
+def _unchanged(row: _Row, info: os.stat_result) -> bool:
+    return (
+        row.status is not DocumentStatus.PENDING
+        and row.size == info.st_size
+        and row.mtime_ns == info.st_mtime_ns
+    )
+
+
+def save_rate(conn: sqlite3.Connection, embedder: str, chunks_per_s: float) -> None:
+    conn.execute(
+        "INSERT INTO embed_rates (embedder, chunks_per_s, measured_at) VALUES (?, ?, ?)"
+        " ON CONFLICT (embedder) DO UPDATE SET chunks_per_s = excluded.chunks_per_s,"
+        " measured_at = excluded.measured_at",
+        (embedder, chunks_per_s, time.time()),
+    )
