@@ -271,7 +271,8 @@ class DocumentIndex:
         with transaction(conn):
             conn.executemany("DELETE FROM documents WHERE id = ?", doomed)
             conn.executemany(
-                "DELETE FROM sources WHERE collection_id = ? AND path = ?", [(row["id"], str(g)) for g in gone]
+                "DELETE FROM sources WHERE collection_id = ? AND path = ?",
+                [(row["id"], str(g)) for g in gone],
             )
             conn.execute("UPDATE collections SET revision = revision + 1 WHERE id = ?", (row["id"],))
         return len({d for d in doomed})
@@ -372,7 +373,9 @@ class DocumentIndex:
         """Chunks per second ``embedder`` reached here: the last run's, else measured now on one
         batch of the collection's own chunks."""
         conn = self._conn()
-        row = conn.execute("SELECT chunks_per_s FROM embed_rates WHERE embedder = ?", (embedder.name,)).fetchone()
+        row = conn.execute(
+            "SELECT chunks_per_s FROM embed_rates WHERE embedder = ?", (embedder.name,)
+        ).fetchone()
         if row is not None:
             return float(row[0])
         texts: list[str] = []
@@ -423,7 +426,9 @@ class DocumentIndex:
                 return self._run(_generation(row, active=True), sources, embedder, progress, control)
             active = _generation(row, active=True)
             if (active.embedder, active.chunking) == (embedder.name, target):
-                return self._run(active, [Path(p) for p in self._sources(row["id"])], embedder, progress, control)
+                return self._run(
+                    active, [Path(p) for p in self._sources(row["id"])], embedder, progress, control
+                )
             with transaction(conn):
                 conn.execute(
                     "UPDATE collections SET target_embedder = ?, target_chunking = ? WHERE id = ?",
@@ -476,7 +481,9 @@ class DocumentIndex:
 
     def matrix(self, collection: ActiveCollection) -> VectorMatrix:
         """The collection's vectors of its active embedder, kept in memory between questions."""
-        return self.matrices.get((collection.id, collection.embedder, collection.chunking), collection.revision)
+        return self.matrices.get(
+            (collection.id, collection.embedder, collection.chunking), collection.revision
+        )
 
     def _load_matrix(self, key: Hashable) -> VectorMatrix:
         collection_id, embedder, chunking = key  # type: ignore[misc]
@@ -547,12 +554,15 @@ class DocumentIndex:
     def total_tokens(self, collections: Sequence[ActiveCollection]) -> int:
         """Tokens of every indexed chunk of the collections (overlaps counted twice)."""
         total = 0
+        conn = self._conn()
         for c in collections:
-            total += self._conn().execute(
+            row = conn.execute(
                 "SELECT COALESCE(SUM(c.tokens), 0) FROM documents d JOIN chunks c ON c.document_id = d.id"
-                " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND d.status = 'indexed'",
+                " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ?"
+                " AND d.status = 'indexed'",
                 (c.id, c.embedder or "", c.chunking.to_json()),
-            ).fetchone()[0]
+            ).fetchone()
+            total += row[0]
         return int(total)
 
     def all_chunks(self, collections: Sequence[ActiveCollection]) -> list[StoredChunk]:
@@ -632,8 +642,9 @@ class DocumentIndex:
 
 
 _CHUNK_SELECT = (
-    'SELECT c.id, c.document_id, k.name AS collection, d.path, c.ordinal, c.text, c.page, c.heading, c.start, c."end",'
-    " c.tokens FROM chunks c JOIN documents d ON d.id = c.document_id JOIN collections k ON k.id = d.collection_id"
+    "SELECT c.id, c.document_id, k.name AS collection, d.path, c.ordinal, c.text, c.page, c.heading,"
+    ' c.start, c."end", c.tokens FROM chunks c JOIN documents d ON d.id = c.document_id'
+    " JOIN collections k ON k.id = d.collection_id"
 )
 
 
@@ -654,7 +665,9 @@ def _stored(r: sqlite3.Row) -> StoredChunk:
 
 
 def _generation(row: sqlite3.Row, *, active: bool) -> Generation:
-    return Generation(row["id"], row["name"], row["embedder"], ChunkSettings.from_json(row["chunking"]), active)
+    return Generation(
+        row["id"], row["name"], row["embedder"], ChunkSettings.from_json(row["chunking"]), active
+    )
 
 
 def _checked_name(name: str) -> str:

@@ -115,7 +115,9 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def connect(path: Path) -> sqlite3.Connection:
     """A connection with the index's settings; any thread may use it (one at a time)."""
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")

@@ -11,6 +11,7 @@ loses at most the file it was on, and the next run skips everything committed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -260,17 +261,18 @@ class IndexRun:
             (self.gen.collection_id, self.gen.embedder, self.gen.chunking.to_json()),
         )
         return {
-            r["path"]: _Row(r["id"], r["path"], r["size"], r["mtime_ns"], r["sha256"], DocumentStatus(r["status"]))
+            r["path"]: _Row(
+                r["id"], r["path"], r["size"], r["mtime_ns"], r["sha256"], DocumentStatus(r["status"])
+            )
             for r in rows
         }
 
     def _stats(self, files: Sequence[Path]) -> dict[str, os.stat_result]:
         stats = {}
         for path in files:
-            try:
+            # Gone since the scan, or unreadable: _index_file refuses it with the reason.
+            with contextlib.suppress(OSError):
                 stats[str(path)] = os.stat(path)
-            except OSError:
-                pass  # gone since the scan, or unreadable: _index_file refuses it with the reason
         return stats
 
     # -- renames, removals, refusals found by the scan -------------------------------------
@@ -396,7 +398,9 @@ class IndexRun:
             doc = self.parse(path)
             max_tokens = min(self.gen.chunking.max_tokens, self.embedder.window)
             chunks = list(
-                self.chunk(doc, self.embedder.count_tokens, max_tokens=max_tokens, overlap=self.gen.chunking.overlap)
+                self.chunk(
+                    doc, self.embedder.count_tokens, max_tokens=max_tokens, overlap=self.gen.chunking.overlap
+                )
             )
         except (EngineError, OSError) as error:
             self._refuse(row, refusal_reason(error), info, sha)
@@ -510,7 +514,12 @@ class IndexRun:
                 (info.st_size, info.st_mtime_ns, sha, len(prepared.chunks), time.time(), row.id),
             )
             self._bump()
-        row.status, row.sha256, row.size, row.mtime_ns = DocumentStatus.INDEXED, sha, info.st_size, info.st_mtime_ns
+        row.status, row.sha256, row.size, row.mtime_ns = (
+            DocumentStatus.INDEXED,
+            sha,
+            info.st_size,
+            info.st_mtime_ns,
+        )
         self.counts.indexed += 1
         self.counts.stored += len(prepared.chunks)
 
@@ -518,7 +527,9 @@ class IndexRun:
 
     def _bump(self) -> None:
         if self.gen.active:
-            self.conn.execute("UPDATE collections SET revision = revision + 1 WHERE id = ?", (self.gen.collection_id,))
+            self.conn.execute(
+                "UPDATE collections SET revision = revision + 1 WHERE id = ?", (self.gen.collection_id,)
+            )
 
     def _checkpoint(self) -> bool:
         began = time.monotonic()

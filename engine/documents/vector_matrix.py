@@ -86,10 +86,7 @@ class VectorMatrix:
         if norm == 0.0:
             return []
         scores = self.vectors @ (q / norm)
-        if k < n:
-            picked = np.argpartition(-scores, k - 1)[:k]
-        else:
-            picked = np.arange(n)
+        picked = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         # Best first; equal scores by chunk id, so a query always returns the same order.
         order = picked[np.lexsort((self.ids[picked], -scores[picked]))]
         return [(int(self.ids[i]), float(scores[i])) for i in order]

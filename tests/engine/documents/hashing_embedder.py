@@ -9,6 +9,7 @@ can prove what was (and was not) embedded again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             tokens = [w for w in words(text)[: self.window] if w.isalnum()]
-            grams = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+            grams = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
             for gram in grams:
                 digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()
                 value = int.from_bytes(digest, "little")
@@ -53,7 +54,9 @@ class HashingEmbedder:
 class CountingEmbedder:
     """Any embedder, with the texts it embedded kept in ``texts`` and its calls in ``calls``."""
 
-    def __init__(self, inner: TextEmbedder, before_batch: Callable[[Sequence[str]], None] | None = None) -> None:
+    def __init__(
+        self, inner: TextEmbedder, before_batch: Callable[[Sequence[str]], None] | None = None
+    ) -> None:
         self.inner = inner
         self.texts: list[str] = []
         self.calls: list[int] = []

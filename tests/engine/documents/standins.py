@@ -82,7 +82,9 @@ def parse(path: Path) -> Doc:
     return Doc(Path(path), tuple(sections))
 
 
-def chunk(doc: Doc, count_tokens: Callable[[str], int], max_tokens: int = 64, overlap: float = 0.0) -> tuple[Piece, ...]:
+def chunk(
+    doc: Doc, count_tokens: Callable[[str], int], max_tokens: int = 64, overlap: float = 0.0
+) -> tuple[Piece, ...]:
     return tuple(
         Piece(i, s.text, s.page, s.heading, s.start, s.start + len(s.text), count_tokens(s.text))
         for i, s in enumerate(doc.sections)
@@ -109,3 +111,14 @@ def make_index(db: Path, **kwargs: object):  # type: ignore[no-untyped-def]
     from engine.documents.index import DocumentIndex
 
     return DocumentIndex(db, parse=parse, chunk=chunk, scan=scan, **kwargs)  # type: ignore[arg-type]
+
+
+def write_doc(path: Path, paragraphs: Sequence[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SEPARATOR.join(paragraphs), encoding="utf-8")
+    return path
+
+
+def paragraphs_of(name: str, n: int) -> list[str]:
+    """``n`` distinct paragraphs for the file ``name``: every one embeds to its own vector."""
+    return [f"Paragraph {i} of {name}: the {name} notes talk about subject{i} and item{i}." for i in range(n)]
