@@ -86,10 +86,19 @@ class VectorMatrix:
         if norm == 0.0:
             return []
         scores = self.vectors @ (q / norm)
-        picked = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+        picked = self._best(scores, k) if k < n else np.arange(n)
         # Best first; equal scores by chunk id, so a query always returns the same order.
         order = picked[np.lexsort((self.ids[picked], -scores[picked]))]
         return [(int(self.ids[i]), float(scores[i])) for i in order]
+
+    def _best(self, scores: np.ndarray, k: int) -> np.ndarray:
+        """Indices of the ``k`` highest scores; of those tied at the cut, the lowest chunk ids
+        (argpartition alone would pick among them arbitrarily)."""
+        cut = scores[np.argpartition(-scores, k - 1)[:k]].min()
+        above = np.flatnonzero(scores > cut)
+        tied = np.flatnonzero(scores == cut)
+        tied = tied[np.argsort(self.ids[tied], kind="stable")[: k - above.size]]
+        return np.concatenate([above, tied])
 
 
 class MatrixCache:
