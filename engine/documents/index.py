@@ -21,6 +21,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from engine.documents.embedder_protocol import TextEmbedder
 from engine.documents.index_control import IndexControl
 from engine.documents.index_errors import (
@@ -120,6 +122,7 @@ class DocumentIndex:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._runs: dict[int, threading.Lock] = {}
+        self._active_docs: dict[Hashable, tuple[int, frozenset[int]]] = {}
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         migrate(self._conn())
         self.matrices = MatrixCache(self._load_matrix)
@@ -142,6 +145,7 @@ class DocumentIndex:
             self._connections.clear()
         self._local = threading.local()
         self.matrices.invalidate()
+        self._active_docs.clear()
 
     def __enter__(self) -> DocumentIndex:
         return self
@@ -189,15 +193,11 @@ class DocumentIndex:
             " COALESCE(SUM(status = 'indexed'), 0) AS indexed,"
             " COALESCE(SUM(status = 'refused'), 0) AS refused,"
             " COALESCE(SUM(status = 'pending'), 0) AS pending,"
-            " COALESCE(SUM(chunk_count), 0) AS chunks"
+            " COALESCE(SUM(chunk_count), 0) AS chunks,"
+            " COALESCE(SUM(tokens), 0) AS tokens"
             " FROM documents WHERE collection_id = ? AND embedder = ? AND chunking = ?",
             (row["id"], row["embedder"] or "", row["chunking"]),
         ).fetchone()
-        tokens = conn.execute(
-            "SELECT COALESCE(SUM(c.tokens), 0) FROM documents d JOIN chunks c ON c.document_id = d.id"
-            " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND d.status = 'indexed'",
-            (row["id"], row["embedder"] or "", row["chunking"]),
-        ).fetchone()[0]
         sources = conn.execute(
             "SELECT path FROM sources WHERE collection_id = ? ORDER BY added, path", (row["id"],)
         ).fetchall()
@@ -215,7 +215,7 @@ class DocumentIndex:
             refused=counts["refused"],
             pending=counts["pending"],
             chunks=counts["chunks"],
-            tokens=int(tokens),
+            tokens=counts["tokens"],
             sources=tuple(Path(s["path"]) for s in sources),
             reindex_to=target,
         )
@@ -341,9 +341,8 @@ class DocumentIndex:
             new_step = max(1.0, target.max_tokens * (1.0 - target.overlap))
             estimate = 0
             for r in conn.execute(
-                "SELECT COALESCE(SUM(c.tokens), 0) FROM documents d JOIN chunks c ON c.document_id = d.id"
-                " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND d.status = 'indexed'"
-                " GROUP BY d.id",
+                "SELECT tokens FROM documents WHERE collection_id = ? AND embedder = ? AND chunking = ?"
+                " AND status = 'indexed'",
                 (info.id, info.embedder, info.chunking.to_json()),
             ):
                 estimate += max(1, math.ceil(r[0] * old_step / new_step))
@@ -485,49 +484,91 @@ class DocumentIndex:
             (collection.id, collection.embedder, collection.chunking), collection.revision
         )
 
-    def _load_matrix(self, key: Hashable) -> VectorMatrix:
+    def _load_matrix(self, key: Hashable, held: VectorMatrix | None) -> VectorMatrix:
         collection_id, embedder, chunking = key  # type: ignore[misc]
         if embedder is None:
             return VectorMatrix.empty()
-        where = (
+        active = (
             " FROM documents d JOIN chunks c ON c.document_id = d.id JOIN vectors v ON v.chunk_id = c.id"
             " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND d.status = 'indexed'"
             " AND v.embedder = ?"
         )
         args = (collection_id, embedder, chunking.to_json(), embedder)
-        # One read transaction: the count and the rows see the same commit.
+        # Its own connection and one read transaction: the ids and the vectors read are of the
+        # same commit, whatever the thread's own connection is doing.
         conn = connect(self.db_path)
         try:
             conn.execute("BEGIN")
-            count = conn.execute("SELECT COUNT(*)" + where, args).fetchone()[0]
-            rows = conn.execute("SELECT v.chunk_id, v.vector" + where + " ORDER BY v.chunk_id", args)
-            matrix = VectorMatrix.from_rows(count, ((r[0], r[1]) for r in rows))
+            if held is None or not len(held):
+                count = conn.execute("SELECT COUNT(*)" + active, args).fetchone()[0]
+                rows = conn.execute("SELECT v.chunk_id, v.vector" + active, args)
+                matrix = VectorMatrix.from_rows(count, ((r[0], r[1]) for r in rows))
+            else:
+                # After a commit (a collection being indexed while it is asked): only the
+                # vectors of chunks new since the matrix was read are read.
+                ids = np.fromiter(
+                    (r[0] for r in conn.execute("SELECT v.chunk_id" + active, args)), dtype=np.int64
+                )
+                matrix = held.updated(np.unique(ids), lambda new: _vector_rows(conn, new))
             conn.execute("COMMIT")
         finally:
             conn.close()
         return matrix
 
+    def active_documents(self, collection: ActiveCollection) -> frozenset[int]:
+        """Ids of the collection's indexed documents, kept until its revision moves."""
+        key = (collection.id, collection.embedder, collection.chunking)
+        with self._lock:
+            held = self._active_docs.get(key)
+            if held is not None and held[0] == collection.revision:
+                return held[1]
+        rows = self._conn().execute(
+            "SELECT id FROM documents WHERE collection_id = ? AND embedder = ? AND chunking = ?"
+            " AND status = 'indexed'",
+            (collection.id, collection.embedder or "", collection.chunking.to_json()),
+        )
+        ids = frozenset(r[0] for r in rows)
+        with self._lock:
+            self._active_docs[key] = (collection.revision, ids)
+        return ids
+
     def fts_search(
         self, collections: Sequence[ActiveCollection], match: str, limit: int
     ) -> list[tuple[int, float]]:
-        """(chunk id, BM25 score, higher is better) for an FTS5 ``match`` expression, best first."""
-        if not collections or not match:
+        """(chunk id, BM25 score, higher is better) for an FTS5 ``match`` expression, best first,
+        among the collections' active chunks."""
+        if not collections or not match or limit <= 0:
             return []
-        marks = ",".join("(?, ?, ?)" for _ in collections)
-        args: list[object] = []
-        for c in collections:
-            args += [c.id, c.embedder or "", c.chunking.to_json()]
-        rows = self._conn().execute(
-            "WITH active (collection_id, embedder, chunking) AS (VALUES " + marks + ")"
-            " SELECT f.rowid AS id, bm25(chunks_fts) AS score FROM chunks_fts f"
-            " JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id"
-            " JOIN active a ON a.collection_id = d.collection_id AND a.embedder = d.embedder"
-            " AND a.chunking = d.chunking"
-            " WHERE chunks_fts MATCH ? AND d.status = 'indexed'"
-            " ORDER BY score, f.rowid LIMIT ?",
-            [*args, match, limit],
+        documents = frozenset().union(*(self.active_documents(c) for c in collections))
+        # The best rows of the whole FTS table first (FTS5 ranks them without a join), then
+        # those of the collections asked: other collections and a reindex's rows share the
+        # table, so ask for more until enough are left or there are no more.
+        conn = self._conn()
+        fetch = limit * 4
+        while True:
+            hits = conn.execute(
+                "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+                " ORDER BY score, rowid LIMIT ?",
+                (match, fetch),
+            ).fetchall()
+            owner = _documents_of(conn, [h[0] for h in hits])
+            found = [(h[0], -float(h[1])) for h in hits if owner.get(h[0]) in documents]
+            if len(found) >= limit or len(hits) < fetch:
+                return found[:limit]
+            fetch *= 4
+
+    def term_postings(self, match: str, cap: int) -> int:
+        """How many chunks (of the whole table) ``match`` finds, counted up to ``cap`` only:
+        the cost of looking is bounded by the cap, not by how common the words are."""
+        row = (
+            self._conn()
+            .execute(
+                "SELECT COUNT(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
+                (match, cap),
+            )
+            .fetchone()
         )
-        return [(r["id"], -float(r["score"])) for r in rows]
+        return int(row[0])
 
     def chunks(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
         ids = list(dict.fromkeys(ids))
@@ -557,9 +598,8 @@ class DocumentIndex:
         conn = self._conn()
         for c in collections:
             row = conn.execute(
-                "SELECT COALESCE(SUM(c.tokens), 0) FROM documents d JOIN chunks c ON c.document_id = d.id"
-                " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ?"
-                " AND d.status = 'indexed'",
+                "SELECT COALESCE(SUM(tokens), 0) FROM documents"
+                " WHERE collection_id = ? AND embedder = ? AND chunking = ? AND status = 'indexed'",
                 (c.id, c.embedder or "", c.chunking.to_json()),
             ).fetchone()
             total += row[0]
@@ -646,6 +686,27 @@ _CHUNK_SELECT = (
     ' c.start, c."end", c.tokens FROM chunks c JOIN documents d ON d.id = c.document_id'
     " JOIN collections k ON k.id = d.collection_id"
 )
+
+
+def _in_batches(ids: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
+    for begin in range(0, len(ids), size):
+        yield ids[begin : begin + size]
+
+
+def _documents_of(conn: sqlite3.Connection, chunk_ids: Sequence[int]) -> dict[int, int]:
+    owner: dict[int, int] = {}
+    for part in _in_batches(chunk_ids):
+        marks = ",".join("?" * len(part))
+        owner.update(conn.execute(f"SELECT id, document_id FROM chunks WHERE id IN ({marks})", list(part)))
+    return owner
+
+
+def _vector_rows(conn: sqlite3.Connection, ids: np.ndarray) -> Iterable[tuple[int, bytes]]:
+    for part in _in_batches([int(i) for i in ids]):
+        marks = ",".join("?" * len(part))
+        yield from conn.execute(
+            f"SELECT chunk_id, vector FROM vectors WHERE chunk_id IN ({marks})", list(part)
+        )
 
 
 def _stored(r: sqlite3.Row) -> StoredChunk:

@@ -55,13 +55,18 @@ CREATE TABLE documents (
     embedder TEXT NOT NULL,
     chunking TEXT NOT NULL,
     chunk_count INTEGER NOT NULL DEFAULT 0,
+    -- its chunks' tokens summed: whether a collection fits the context whole is read from
+    -- here, not from summing every chunk per question
+    tokens INTEGER NOT NULL DEFAULT 0,
     indexed_at REAL,
     UNIQUE (collection_id, embedder, chunking, path)
 );
 CREATE INDEX documents_by_sha ON documents (collection_id, sha256);
 
+-- AUTOINCREMENT: an id is never given twice, so a chunk id read once (the in-memory matrix,
+-- a saved citation) always means the same text and the same vector.
 CREATE TABLE chunks (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
     ordinal INTEGER NOT NULL,
     text TEXT NOT NULL,
@@ -91,13 +96,14 @@ CREATE TRIGGER chunks_fts_update AFTER UPDATE OF text ON chunks BEGIN
     INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
 END;
 
--- float32 little-endian, dim values per row, L2-normalised; keyed by embedder so a new
--- model's vectors can be built while the old ones still answer.
+-- float32 little-endian, dim values per row, L2-normalised. One per chunk, its rowid the
+-- chunk's id (the matrix is read in one pass, in order); the embedder is named on every
+-- row, and a reindex to another model writes new chunks and vectors beside the old ones
+-- (the documents of the new generation), so both can be read until the switch.
 CREATE TABLE vectors (
-    chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
     embedder TEXT NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (chunk_id, embedder)
+    vector BLOB NOT NULL
 );
 
 -- Chunks per second each embedder reached here, for the time a reindex will take.

@@ -361,7 +361,7 @@ class IndexRun:
         self.conn.execute("DELETE FROM chunks WHERE document_id = ?", (row.id,))
         self.conn.execute(
             "UPDATE documents SET status = 'refused', reason = ?, size = ?, mtime_ns = ?, sha256 = ?,"
-            " chunk_count = 0, indexed_at = ? WHERE id = ?",
+            " chunk_count = 0, tokens = 0, indexed_at = ? WHERE id = ?",
             (
                 reason,
                 info.st_size if info else None,
@@ -510,8 +510,16 @@ class IndexRun:
             conn.executemany("DELETE FROM chunks WHERE id = ?", gone)
             conn.execute(
                 "UPDATE documents SET status = 'indexed', reason = '', size = ?, mtime_ns = ?, sha256 = ?,"
-                " chunk_count = ?, indexed_at = ? WHERE id = ?",
-                (info.st_size, info.st_mtime_ns, sha, len(prepared.chunks), time.time(), row.id),
+                " chunk_count = ?, tokens = ?, indexed_at = ? WHERE id = ?",
+                (
+                    info.st_size,
+                    info.st_mtime_ns,
+                    sha,
+                    len(prepared.chunks),
+                    sum(c.tokens for c in prepared.chunks),
+                    time.time(),
+                    row.id,
+                ),
             )
             self._bump()
         row.status, row.sha256, row.size, row.mtime_ns = (

@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from engine.documents.embedder_protocol import TextEmbedder
-from engine.documents.fts_query import fts_query
+from engine.documents.fts_query import bounded_query
 from engine.documents.index import ActiveCollection, DocumentIndex, StoredChunk
 from engine.documents.index_errors import EmbedderMismatch
 
@@ -113,7 +113,7 @@ def retrieve(
 def bm25_ranking(
     index: DocumentIndex, active: Sequence[ActiveCollection], question: str, n: int
 ) -> list[tuple[int, float]]:
-    return index.fts_search(active, fts_query(question), n)
+    return index.fts_search(active, bounded_query(question, index.term_postings), n)
 
 
 def dense_ranking(
@@ -145,17 +145,21 @@ def _fit(
 ) -> list[tuple[StoredChunk, float]]:
     """The best ``k`` chunks whose tokens together stay within ``budget``; a chunk too large for
     what is left is passed over for smaller ones after it."""
-    rows = index.chunks(chunk_id for chunk_id, _ in scored)
     picked: list[tuple[StoredChunk, float]] = []
     used = 0
-    for chunk_id, score in scored:
-        chunk = rows.get(chunk_id)
-        if chunk is None or used + chunk.tokens > budget:
-            continue
-        picked.append((chunk, score))
-        used += chunk.tokens
-        if len(picked) == k:
-            break
+    # Read a few more chunks than are needed at a time: most questions take the first k.
+    step = max(2 * k, 10)
+    for begin in range(0, len(scored), step):
+        part = scored[begin : begin + step]
+        rows = index.chunks(chunk_id for chunk_id, _ in part)
+        for chunk_id, score in part:
+            chunk = rows.get(chunk_id)
+            if chunk is None or used + chunk.tokens > budget:
+                continue
+            picked.append((chunk, score))
+            used += chunk.tokens
+            if len(picked) == k:
+                return picked
     return picked
 
 

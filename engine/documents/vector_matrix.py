@@ -63,6 +63,23 @@ class VectorMatrix:
             return cls.empty()
         return cls(ids[:filled], vectors[:filled])
 
+    def updated(
+        self, ids_now: np.ndarray, rows: Callable[[np.ndarray], Iterable[tuple[int, bytes]]]
+    ) -> VectorMatrix:
+        """This matrix brought to the chunk ids ``ids_now``: rows of ids gone are dropped, and
+        only the new ids' vectors are read (``rows(new_ids)``). Chunk ids are never reused, so
+        a row kept is still right."""
+        keep = np.isin(self.ids, ids_now)
+        new_ids = np.setdiff1d(ids_now, self.ids, assume_unique=True)
+        added = VectorMatrix.from_rows(int(new_ids.size), rows(new_ids))
+        if len(added) and len(self) and added.dim != self.dim:
+            raise ValueError(f"new vectors have {added.dim} values, the matrix {self.dim}")
+        dim = self.dim if len(self) else added.dim
+        return VectorMatrix(
+            np.concatenate([self.ids[keep], added.ids]),
+            np.concatenate([self.vectors[keep].reshape(-1, dim), added.vectors.reshape(-1, dim)]),
+        )
+
     def __len__(self) -> int:
         return int(self.ids.size)
 
@@ -104,7 +121,9 @@ class VectorMatrix:
 class MatrixCache:
     """Matrices by key, each reloaded when the revision it was read at is no longer current."""
 
-    def __init__(self, load: Callable[[Hashable], VectorMatrix]) -> None:
+    # The loader gets (key, the matrix held so far or None).
+
+    def __init__(self, load: Callable[[Hashable, VectorMatrix | None], VectorMatrix]) -> None:
         self._load = load
         self._lock = threading.Lock()
         self._held: dict[Hashable, tuple[int, VectorMatrix]] = {}
@@ -114,8 +133,9 @@ class MatrixCache:
             held = self._held.get(key)
             if held is not None and held[0] == revision:
                 return held[1]
-            # Loaded under the lock: two questions at once read the table once, not twice.
-            matrix = self._load(key)
+            # Loaded under the lock: two questions at once read the table once, not twice. The
+            # matrix held before is handed over, so a loader can read only what changed.
+            matrix = self._load(key, held[1] if held is not None else None)
             self._held[key] = (revision, matrix)
             return matrix
 

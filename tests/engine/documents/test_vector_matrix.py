@@ -70,26 +70,49 @@ def test_from_rows_fills_one_matrix_and_checks_the_rows() -> None:
     assert len(VectorMatrix.from_rows(0, [])) == 0
 
 
-def test_the_cache_loads_once_per_revision() -> None:
-    loads: list[str] = []
+def test_the_cache_loads_once_per_revision_handing_over_what_it_held() -> None:
+    loads: list[tuple[str, bool]] = []
 
-    def load(key: object) -> VectorMatrix:
-        loads.append(str(key))
+    def load(key: object, held: VectorMatrix | None) -> VectorMatrix:
+        loads.append((str(key), held is not None))
         return random_matrix(3, 2)
 
     cache = MatrixCache(load)
     first = cache.get("a", 1)
-    assert cache.get("a", 1) is first and loads == ["a"]
-    assert cache.get("a", 2) is not first and loads == ["a", "a"]
+    assert cache.get("a", 1) is first and loads == [("a", False)]
+    assert cache.get("a", 2) is not first and loads == [("a", False), ("a", True)]
     cache.get("b", 2)
     cache.invalidate("a")
     cache.get("a", 2)
     cache.get("b", 2)
-    assert loads == ["a", "a", "b", "a"]
+    assert loads == [("a", False), ("a", True), ("b", False), ("a", False)]
     assert cache.nbytes == 2 * (3 * 2 * 4 + 3 * 8)
     cache.invalidate()
     cache.get("b", 2)
-    assert loads[-1] == "b"
+    assert loads[-1] == ("b", False)
+
+
+def test_updated_drops_rows_gone_and_reads_only_new_ones() -> None:
+    matrix = random_matrix(6, 4)
+    extra = random_matrix(2, 4, seed=5)
+    extra_ids = np.array([1000, 1001], dtype=np.int64)
+    now = np.sort(np.concatenate([matrix.ids[[0, 2, 3]], extra_ids]))
+    asked: list[list[int]] = []
+
+    def rows(new: np.ndarray) -> list[tuple[int, bytes]]:
+        asked.append(new.tolist())
+        return [(int(i), vector_blob(extra.vectors[int(i) - 1000])) for i in new]
+
+    got = matrix.updated(now, rows)
+    assert asked == [[1000, 1001]]
+    assert sorted(got.ids.tolist()) == now.tolist()
+    by_id = dict(zip(got.ids.tolist(), got.vectors, strict=True))
+    for i in (0, 2, 3):
+        assert np.array_equal(by_id[int(matrix.ids[i])], matrix.vectors[i])
+    assert np.array_equal(by_id[1001], extra.vectors[1])
+    assert len(VectorMatrix.empty(4).updated(extra_ids, rows)) == 2
+    with pytest.raises(ValueError, match="new vectors have 3 values"):
+        matrix.updated(np.array([5000]), lambda new: [(5000, vector_blob(np.ones(3)))])
 
 
 def test_the_index_keeps_a_collections_matrix_until_a_commit_changes_it(tmp_path: Path) -> None:
@@ -113,3 +136,37 @@ def test_the_index_keeps_a_collections_matrix_until_a_commit_changes_it(tmp_path
         assert len(index.matrix(moved)) == 14
         index.index_paths("a", [tmp_path / "docs"], embedder)  # unchanged files write nothing
         assert index.active(["a"])[0].revision == moved.revision
+
+
+def test_after_an_edit_the_index_reads_only_the_new_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.documents import index as index_module
+
+    paragraphs = paragraphs_of("d", 5)
+    write_doc(tmp_path / "docs" / "d.txt", paragraphs)
+    write_doc(tmp_path / "docs" / "e.txt", paragraphs_of("e", 3))
+    embedder = HashingEmbedder(dim=16)
+    read: list[int] = []
+    original = index_module._vector_rows
+
+    def counting(conn, ids):  # type: ignore[no-untyped-def]
+        read.extend(int(i) for i in ids)
+        return original(conn, ids)
+
+    monkeypatch.setattr(index_module, "_vector_rows", counting)
+    with make_index(tmp_path / "i.sqlite3") as index:
+        index.create_collection("a")
+        index.index_paths("a", [tmp_path / "docs"], embedder)
+        assert len(index.matrix(index.active(["a"])[0])) == 8 and read == []  # the first read is one pass
+        paragraphs[1] = "An edited paragraph."
+        write_doc(tmp_path / "docs" / "d.txt", paragraphs)
+        (tmp_path / "docs" / "e.txt").unlink()
+        index.index_paths("a", [tmp_path / "docs"], embedder)
+        matrix = index.matrix(index.active(["a"])[0])
+        rows = index._conn().execute("SELECT id, text FROM chunks ORDER BY id").fetchall()
+        (new_id,) = [r[0] for r in rows if r[1] == "An edited paragraph."]
+        assert read == [new_id]
+        order = np.argsort(matrix.ids)
+        assert matrix.ids[order].tolist() == [r[0] for r in rows]
+        assert np.array_equal(matrix.vectors[order], embedder.embed([r[1] for r in rows]))
