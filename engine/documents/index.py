@@ -275,7 +275,7 @@ class DocumentIndex:
                 [(row["id"], str(g)) for g in gone],
             )
             conn.execute("UPDATE collections SET revision = revision + 1 WHERE id = ?", (row["id"],))
-        return len({d for d in doomed})
+        return len(doomed)
 
     # -- indexing --------------------------------------------------------------------------
 
@@ -580,17 +580,6 @@ class DocumentIndex:
             for r in conn.execute(_CHUNK_SELECT + f" WHERE c.id IN ({marks})", part):
                 out[r["id"]] = _stored(r)
         return out
-
-    def neighbours(self, document_id: int, ordinals: Iterable[int]) -> dict[int, StoredChunk]:
-        """The document's chunks at ``ordinals``, by ordinal."""
-        wanted = sorted(set(ordinals))
-        if not wanted:
-            return {}
-        marks = ",".join("?" for _ in wanted)
-        rows = self._conn().execute(
-            _CHUNK_SELECT + f" WHERE c.document_id = ? AND c.ordinal IN ({marks})", [document_id, *wanted]
-        )
-        return {r["ordinal"]: _stored(r) for r in rows}
 
     def total_tokens(self, collections: Sequence[ActiveCollection]) -> int:
         """Tokens of every indexed chunk of the collections (overlaps counted twice)."""

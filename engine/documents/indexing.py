@@ -93,6 +93,7 @@ class _Row:
     mtime_ns: int | None
     sha256: str | None
     status: DocumentStatus
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -256,13 +257,19 @@ class IndexRun:
 
     def _rows(self) -> dict[str, _Row]:
         rows = self.conn.execute(
-            "SELECT id, path, size, mtime_ns, sha256, status FROM documents"
+            "SELECT id, path, size, mtime_ns, sha256, status, reason FROM documents"
             " WHERE collection_id = ? AND embedder = ? AND chunking = ?",
             (self.gen.collection_id, self.gen.embedder, self.gen.chunking.to_json()),
         )
         return {
             r["path"]: _Row(
-                r["id"], r["path"], r["size"], r["mtime_ns"], r["sha256"], DocumentStatus(r["status"])
+                r["id"],
+                r["path"],
+                r["size"],
+                r["mtime_ns"],
+                r["sha256"],
+                DocumentStatus(r["status"]),
+                r["reason"],
             )
             for r in rows
         }
@@ -320,18 +327,24 @@ class IndexRun:
         self.counts.removed += len(missing)
 
     def _store_scan_refusals(self, refusals: Sequence[RefusalLike], existing: dict[str, _Row]) -> None:
-        if not refusals:
+        changed = []
+        for refusal in refusals:
+            key, reason = str(Path(os.path.abspath(refusal.path))), one_line(refusal.reason)
+            row = existing.get(key)
+            if row is not None and row.status is DocumentStatus.REFUSED and row.reason == reason:
+                self.counts.unchanged += 1  # refused before for the same reason: nothing to write
+            else:
+                changed.append((key, reason, row))
+        if not changed:
             return
         with transaction(self.conn):
-            for refusal in refusals:
-                key = str(Path(os.path.abspath(refusal.path)))
-                row = existing.get(key)
+            for key, reason, row in changed:
                 if row is None:
-                    existing[key] = self._insert_row(key, DocumentStatus.REFUSED, refusal.reason)
+                    existing[key] = self._insert_row(key, DocumentStatus.REFUSED, reason)
                 else:
-                    self._refuse_row(row, one_line(refusal.reason), None, None)
+                    self._refuse_row(row, reason, None, None)
             self._bump()
-        self.counts.refused += len(refusals)
+        self.counts.refused += len(changed)
 
     def _add_pending(self, paths: Sequence[Path], existing: dict[str, _Row]) -> None:
         """New files are listed at once, as pending: the user sees what is coming, and a run
@@ -355,7 +368,7 @@ class IndexRun:
                 self.gen.chunking.to_json(),
             ),
         )
-        return _Row(int(cursor.lastrowid or 0), path, None, None, None, status)
+        return _Row(int(cursor.lastrowid or 0), path, None, None, None, status, one_line(reason))
 
     def _refuse_row(self, row: _Row, reason: str, info: os.stat_result | None, sha: str | None) -> None:
         self.conn.execute("DELETE FROM chunks WHERE document_id = ?", (row.id,))
@@ -371,7 +384,7 @@ class IndexRun:
                 row.id,
             ),
         )
-        row.status, row.sha256 = DocumentStatus.REFUSED, sha
+        row.status, row.sha256, row.reason = DocumentStatus.REFUSED, sha, reason
         row.size, row.mtime_ns = (info.st_size, info.st_mtime_ns) if info else (None, None)
 
     # -- one file --------------------------------------------------------------------------

@@ -251,8 +251,11 @@ def test_refusals_are_listed_with_their_line_and_the_rest_indexes(
         "nowhere.txt": (DocumentStatus.REFUSED, "not found"),
     }
     assert index.collection("a").refused == 3
-    again = index.index_paths("a", [tmp_path / "docs"], embedder)
-    assert again.unchanged == 4 and again.indexed == 0  # an unchanged refused file is not read again
+    revision = index.active(["a"])[0].revision
+    again = index.index_paths("a", [tmp_path / "docs", tmp_path / "nowhere.txt"], embedder)
+    # Refused files unchanged, or refused again for the same reason: not read, nothing written.
+    assert (again.unchanged, again.indexed, again.refused) == (5, 0, 0)
+    assert index.active(["a"])[0].revision == revision
 
 
 def test_a_readers_crash_refuses_that_file_only(tmp_path: Path, embedder: CountingEmbedder) -> None:
