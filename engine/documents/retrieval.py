@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from engine.documents.embedder_protocol import TextEmbedder
-from engine.documents.fts_query import bounded_query
+from engine.documents.fts_query import MAX_POSTINGS, bounded_query
 from engine.documents.index import ActiveCollection, DocumentIndex, StoredChunk
 from engine.documents.index_errors import EmbedderMismatch
 
@@ -84,9 +84,11 @@ def retrieve(
     budget_tokens: int | None = None,
     mode: RetrievalMode = RetrievalMode.HYBRID,
     candidates: int = CANDIDATES,
+    max_postings: int = MAX_POSTINGS,
 ) -> Retrieval:
     """Excerpts of ``collections`` for ``question``, best first, within ``budget_tokens``
-    (default: a quarter of ``context_tokens``)."""
+    (default: a quarter of ``context_tokens``). ``max_postings`` bounds BM25's work (see
+    ``fts_query``); the quality benchmark can raise it to compare."""
     budget = budget_tokens if budget_tokens is not None else context_tokens // BUDGET_SHARE
     active = [c for c in index.active(list(dict.fromkeys(collections))) if c.embedder is not None]
     empty = Retrieval(question, (), False, mode, 0)
@@ -99,7 +101,7 @@ def retrieve(
         return empty
     ranked: list[list[tuple[int, float]]] = []
     if mode is not RetrievalMode.DENSE:
-        ranked.append(bm25_ranking(index, active, question, candidates))
+        ranked.append(bm25_ranking(index, active, question, candidates, max_postings))
     if mode is not RetrievalMode.BM25:
         if embedder is None:
             raise ValueError(f"{mode.value} retrieval needs an embedder")
@@ -111,9 +113,13 @@ def retrieve(
 
 
 def bm25_ranking(
-    index: DocumentIndex, active: Sequence[ActiveCollection], question: str, n: int
+    index: DocumentIndex,
+    active: Sequence[ActiveCollection],
+    question: str,
+    n: int,
+    max_postings: int = MAX_POSTINGS,
 ) -> list[tuple[int, float]]:
-    return index.fts_search(active, bounded_query(question, index.term_postings), n)
+    return index.fts_search(active, bounded_query(question, index.term_postings, max_postings), n)
 
 
 def dense_ranking(

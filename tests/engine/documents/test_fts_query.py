@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from engine.documents.fts_query import MAX_TERMS, fts_query, question_terms
+from engine.documents.fts_query import MAX_POSTINGS, MAX_TERMS, bounded_query, fts_query, question_terms
 
 
 def test_words_are_quoted_and_joined_by_or() -> None:
@@ -52,3 +52,20 @@ def test_every_query_made_is_valid_fts5(question: str) -> None:
     conn.execute("INSERT INTO t VALUES ('not a single thing')")
     query = fts_query(question + " thing")
     assert conn.execute("SELECT COUNT(*) FROM t WHERE t MATCH ?", (query,)).fetchone()[0] == 1
+
+
+def test_bounded_query_keeps_the_rarest_words_within_the_postings_cap() -> None:
+    counts = {'"common"': 900, '"rare"': 3, '"middling"': 400, '"scarce"': 40}
+    asked: list[tuple[str, int]] = []
+
+    def postings(match: str, cap: int) -> int:
+        asked.append((match, cap))
+        return min(counts[match], cap)
+
+    question = "common middling rare scarce"
+    assert bounded_query(question, postings, cap=500) == '"middling" OR "rare" OR "scarce"'  # question order
+    assert {cap for _, cap in asked} == {501}  # counting stops past the cap: bounded work per word
+    assert bounded_query(question, postings, cap=50) == '"rare" OR "scarce"'
+    assert bounded_query(question, postings, cap=2) == ""  # even the rarest matches too much
+    assert bounded_query(question, postings, cap=10_000) == fts_query(question)
+    assert MAX_POSTINGS == 5000

@@ -269,3 +269,19 @@ def test_by_number_finds_an_excerpt(index: DocumentIndex, tmp_path: Path) -> Non
     indexed(index, tmp_path / "docs", ANIMALS)
     got = ask(index, "otters", k=2)
     assert got.by_number(1) is got.excerpts[0] and got.by_number(3) is None
+
+
+def test_bm25_leaves_out_words_too_common_to_matter_and_dense_still_answers(
+    index: DocumentIndex, tmp_path: Path
+) -> None:
+    docs = {f"d{i:02d}.txt": [f"Common words fill chunk {i}."] for i in range(30)}
+    docs["needle.txt"] = ["Common words and one zanzibar."]
+    indexed(index, tmp_path / "docs", docs)
+    active = index.active(["c"])
+    # "common" is in all 31 chunks: over a cap of 10 it goes, "zanzibar" (1 chunk) stays.
+    ranked = bm25_ranking(index, active, "common zanzibar", 50, max_postings=10)
+    assert [index.chunks([c])[c].path.name for c, _ in ranked] == ["needle.txt"]
+    assert len(bm25_ranking(index, active, "common zanzibar", 50, max_postings=100)) == 31
+    assert bm25_ranking(index, active, "common words", 50, max_postings=10) == []
+    got = ask(index, "common words", k=3, max_postings=10)
+    assert len(got.excerpts) == 3  # the dense ranking alone
