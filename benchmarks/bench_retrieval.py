@@ -232,10 +232,9 @@ class _Renamed:
 
 
 def _model_embedder(path: Path) -> _Renamed:
-    from engine.documents.embedding import Embedder
-    from engine.documents.embedding_file import read_embedding_model
+    from engine.documents.embedding import open_embedder
 
-    return _Renamed(Embedder(read_embedding_model(path), n_threads=os.cpu_count() or 2))
+    return _Renamed(open_embedder(path))
 
 
 def run(work: Path, files: int = FILES, model: Path | None = None) -> dict[str, object]:
