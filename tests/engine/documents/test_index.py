@@ -1,4 +1,4 @@
-"""The documents index: its file, schema and migrations, collections, what indexing stores,
+"""The documents index: collections, what indexing stores,
 refusals, progress, pause and cancel, and reindexing beside the old index."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.documents import index_schema
 from engine.documents.index import DocumentIndex
 from engine.documents.index_control import IndexControl
 from engine.documents.index_errors import (
@@ -19,7 +18,6 @@ from engine.documents.index_errors import (
     CollectionNotFound,
     EmbedderMismatch,
     InvalidCollectionName,
-    SchemaTooNew,
 )
 from engine.documents.index_types import ChunkSettings, DocumentStatus, IndexPhase, IndexProgress
 from engine.documents.indexing import EMBED_BATCH
@@ -56,69 +54,6 @@ def rows(conn: sqlite3.Connection, sql: str) -> list[tuple]:
 
 def count(index: DocumentIndex, table: str) -> int:
     return index._conn().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-
-
-# -- the file ------------------------------------------------------------------------------
-
-
-def test_the_file_is_wal_with_foreign_keys_a_busy_timeout_and_a_schema_version(index: DocumentIndex) -> None:
-    conn = index._conn()
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == index_schema.BUSY_TIMEOUT_MS
-    assert rows(conn, "SELECT version FROM schema_version") == [(index_schema.SCHEMA_VERSION,)]
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    assert {"collections", "documents", "chunks", "chunks_fts", "vectors", "sources"} <= tables
-
-
-def test_reopening_keeps_the_data_and_does_not_migrate_again(
-    tmp_path: Path, embedder: CountingEmbedder
-) -> None:
-    corpus(tmp_path / "docs")
-    with make_index(tmp_path / "i.sqlite3") as idx:
-        idx.create_collection("notes")
-        idx.index_paths("notes", [tmp_path / "docs"], embedder)
-    with make_index(tmp_path / "i.sqlite3") as idx:
-        assert index_schema.migrate(idx._conn()) == index_schema.SCHEMA_VERSION
-        assert idx.collection("notes").chunks == 12
-
-
-def test_a_new_migration_runs_once_over_an_old_file_and_keeps_its_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with make_index(tmp_path / "i.sqlite3") as idx:
-        idx.create_collection("old")
-    v2 = "ALTER TABLE collections ADD COLUMN colour TEXT NOT NULL DEFAULT 'blue';"
-    monkeypatch.setattr(index_schema, "MIGRATIONS", (*index_schema.MIGRATIONS, v2))
-    monkeypatch.setattr(index_schema, "SCHEMA_VERSION", len(index_schema.MIGRATIONS))
-    conn = index_schema.connect(tmp_path / "i.sqlite3")
-    assert index_schema.migrate(conn) == 1
-    assert index_schema.migrate(conn) == 2  # a second open finds it done: the ALTER does not run again
-    assert rows(conn, "SELECT name, colour FROM collections") == [("old", "blue")]
-    conn.close()
-
-
-def test_a_file_from_a_newer_hearth_is_refused(tmp_path: Path) -> None:
-    with make_index(tmp_path / "i.sqlite3") as idx:
-        idx._conn().execute("UPDATE schema_version SET version = 99")
-    with pytest.raises(SchemaTooNew, match="newer Hearth"):
-        make_index(tmp_path / "i.sqlite3")
-
-
-def test_a_failed_migration_leaves_the_file_as_it_was(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with make_index(tmp_path / "i.sqlite3") as idx:
-        idx.create_collection("old")
-    broken = "CREATE TABLE extra (x INTEGER);\nINSERT INTO no_such_table VALUES (1);"
-    monkeypatch.setattr(index_schema, "MIGRATIONS", (*index_schema.MIGRATIONS, broken))
-    monkeypatch.setattr(index_schema, "SCHEMA_VERSION", 2)
-    conn = index_schema.connect(tmp_path / "i.sqlite3")
-    with pytest.raises(sqlite3.OperationalError):
-        index_schema.migrate(conn)
-    assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 1
-    assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'extra'").fetchone() is None
-    conn.close()
 
 
 # -- collections ---------------------------------------------------------------------------
