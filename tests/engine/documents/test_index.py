@@ -518,3 +518,36 @@ def test_the_fts_check_used_above_catches_an_fts_out_of_step(
     conn.execute("DELETE FROM chunks WHERE ordinal = 0")
     with pytest.raises(sqlite3.DatabaseError):
         fts_integrity(index)
+
+
+def test_questions_are_answered_from_another_thread_while_a_collection_indexes(
+    index: DocumentIndex, tmp_path: Path
+) -> None:
+    corpus(tmp_path / "docs", files=6, paragraphs=4)
+    index.create_collection("a")
+    index.index_paths("a", [tmp_path / "docs" / "doc0.txt"], HashingEmbedder())
+    embedder = CountingEmbedder(HashingEmbedder(), before_batch=lambda texts: threading.Event().wait(0.03))
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            index.index_paths("a", [tmp_path / "docs"], embedder)
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+
+    def chunks_found() -> int:
+        got = retrieve(
+            index, ["a"], "notes subject1", HashingEmbedder(), k=30, context_tokens=0, budget_tokens=10**6
+        )
+        return sum(len(e.chunk_ids) for e in got.excerpts)
+
+    seen = []
+    while worker.is_alive():
+        seen.append(chunks_found())
+    worker.join()
+    assert errors == [] and len(seen) > 1
+    assert seen == sorted(seen) and seen[0] >= 4  # committed files only ever add up
+    assert chunks_found() == 24
