@@ -1,8 +1,7 @@
 """The documents index: collections of the user's files, their chunks, FTS5 and vectors in SQLite.
 
-``DocumentIndex(db_path)`` owns one SQLite file (WAL, foreign keys on). Each thread gets its own
-connection: the window's worker indexes while questions are answered from another thread, and
-WAL lets them read what is committed while a file is being written. A collection answers with
+``DocumentIndex(db_path)`` owns one SQLite file (WAL, foreign keys on; the connections and
+retrieval's reads are ``IndexStore``'s, in ``index_store``). A collection answers with
 one embedder and one chunking (its active generation); changing either builds a new generation
 beside it (``reindex``), switched to in one transaction when complete.
 
@@ -17,95 +16,41 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-
-import numpy as np
 
 from engine.documents.embedder_protocol import TextEmbedder
 from engine.documents.index_control import IndexControl
 from engine.documents.index_errors import (
     CollectionExists,
-    CollectionNotFound,
     EmbedderMismatch,
     InvalidCollectionName,
 )
-from engine.documents.index_schema import connect, migrate
+from engine.documents.index_inputs import Chunk, Parse, Scan, default_chunk, default_parse, default_scan
+from engine.documents.index_progress import Progress, switching, without_done
+from engine.documents.index_schema import transaction
+from engine.documents.index_store import IndexStore
 from engine.documents.index_types import (
     ChunkSettings,
     CollectionInfo,
     DocumentInfo,
     DocumentStatus,
     IndexPhase,
-    IndexProgress,
     IndexReport,
     ReindexPlan,
 )
 from engine.documents.indexing import (
     EMBED_BATCH,
-    Chunk,
     Generation,
     IndexRun,
-    Parse,
-    Progress,
-    Scan,
     save_rate,
-    transaction,
 )
-from engine.documents.vector_matrix import MatrixCache, VectorMatrix
 
 # The text embedded to measure an embedder's rate when the collection has no chunks yet.
 _RATE_PROBE = "A paragraph of an ordinary document, long enough to be a typical chunk of text. " * 6
 
 
-@dataclass(frozen=True)
-class StoredChunk:
-    """A chunk as retrieval reads it back, with the document it belongs to."""
-
-    id: int
-    document_id: int
-    collection: str
-    path: Path
-    ordinal: int
-    text: str
-    page: int | None
-    heading: str
-    start: int
-    end: int
-    tokens: int
-
-
-@dataclass(frozen=True)
-class ActiveCollection:
-    """What a question is answered from: a collection's active generation at one revision."""
-
-    id: int
-    name: str
-    embedder: str | None
-    chunking: ChunkSettings
-    revision: int
-
-
-def _default_parse() -> Parse:
-    from engine.documents.parsing import parse_document
-
-    return parse_document
-
-
-def _default_chunk() -> Chunk:
-    from engine.documents.chunking import chunk_document
-
-    return chunk_document
-
-
-def _default_scan() -> Scan:
-    from engine.documents.scanning import scan_paths
-
-    return scan_paths
-
-
-class DocumentIndex:
+class DocumentIndex(IndexStore):
     def __init__(
         self,
         db_path: Path,
@@ -114,38 +59,11 @@ class DocumentIndex:
         chunk: Chunk | None = None,
         scan: Scan | None = None,
     ) -> None:
-        self.db_path = Path(db_path)
+        super().__init__(db_path)
         self._parse = parse
         self._chunk = chunk
         self._scan = scan
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
         self._runs: dict[int, threading.Lock] = {}
-        self._active_docs: dict[Hashable, tuple[int, frozenset[int]]] = {}
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        migrate(self._conn())
-        self.matrices = MatrixCache(self._load_matrix)
-
-    # -- connections -----------------------------------------------------------------------
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.db_path)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
-
-    def close(self) -> None:
-        with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
-        self.matrices.invalidate()
-        self._active_docs.clear()
 
     def __enter__(self) -> DocumentIndex:
         return self
@@ -155,15 +73,15 @@ class DocumentIndex:
 
     @property
     def parse(self) -> Parse:
-        return self._parse or _default_parse()
+        return self._parse or default_parse()
 
     @property
     def chunk(self) -> Chunk:
-        return self._chunk or _default_chunk()
+        return self._chunk or default_chunk()
 
     @property
     def scan(self) -> Scan:
-        return self._scan or _default_scan()
+        return self._scan or default_scan()
 
     # -- collections -----------------------------------------------------------------------
 
@@ -445,7 +363,7 @@ class DocumentIndex:
             if report.cancelled:
                 return report
             if progress is not None:
-                progress(_switching(report))
+                progress(switching(report))
             with transaction(conn):
                 conn.execute(
                     "UPDATE collections SET embedder = ?, chunking = ?, target_embedder = NULL,"
@@ -458,161 +376,10 @@ class DocumentIndex:
                 )
             self.matrices.invalidate(row["id"])
             if progress is not None:
-                progress(_switching(report, IndexPhase.DONE))
+                progress(switching(report, IndexPhase.DONE))
             return report
 
-    # -- reads for retrieval ---------------------------------------------------------------
-
-    def active(self, names: Sequence[str]) -> list[ActiveCollection]:
-        out = []
-        for name in names:
-            row = self._collection_row(name)
-            out.append(
-                ActiveCollection(
-                    id=row["id"],
-                    name=row["name"],
-                    embedder=row["embedder"],
-                    chunking=ChunkSettings.from_json(row["chunking"]),
-                    revision=row["revision"],
-                )
-            )
-        return out
-
-    def matrix(self, collection: ActiveCollection) -> VectorMatrix:
-        """The collection's vectors of its active embedder, kept in memory between questions."""
-        return self.matrices.get(
-            (collection.id, collection.embedder, collection.chunking), collection.revision
-        )
-
-    def _load_matrix(self, key: Hashable, held: VectorMatrix | None) -> VectorMatrix:
-        collection_id, embedder, chunking = key  # type: ignore[misc]
-        if embedder is None:
-            return VectorMatrix.empty()
-        active = (
-            " FROM documents d JOIN chunks c ON c.document_id = d.id JOIN vectors v ON v.chunk_id = c.id"
-            " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND d.status = 'indexed'"
-            " AND v.embedder = ?"
-        )
-        args = (collection_id, embedder, chunking.to_json(), embedder)
-        # Its own connection and one read transaction: the ids and the vectors read are of the
-        # same commit, whatever the thread's own connection is doing.
-        conn = connect(self.db_path)
-        try:
-            conn.execute("BEGIN")
-            if held is None or not len(held):
-                count = conn.execute("SELECT COUNT(*)" + active, args).fetchone()[0]
-                rows = conn.execute("SELECT v.chunk_id, v.vector" + active, args)
-                matrix = VectorMatrix.from_rows(count, ((r[0], r[1]) for r in rows))
-            else:
-                # After a commit (a collection being indexed while it is asked): only the
-                # vectors of chunks new since the matrix was read are read.
-                ids = np.fromiter(
-                    (r[0] for r in conn.execute("SELECT v.chunk_id" + active, args)), dtype=np.int64
-                )
-                matrix = held.updated(np.unique(ids), lambda new: _vector_rows(conn, new))
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-        return matrix
-
-    def active_documents(self, collection: ActiveCollection) -> frozenset[int]:
-        """Ids of the collection's indexed documents, kept until its revision moves."""
-        key = (collection.id, collection.embedder, collection.chunking)
-        with self._lock:
-            held = self._active_docs.get(key)
-            if held is not None and held[0] == collection.revision:
-                return held[1]
-        rows = self._conn().execute(
-            "SELECT id FROM documents WHERE collection_id = ? AND embedder = ? AND chunking = ?"
-            " AND status = 'indexed'",
-            (collection.id, collection.embedder or "", collection.chunking.to_json()),
-        )
-        ids = frozenset(r[0] for r in rows)
-        with self._lock:
-            self._active_docs[key] = (collection.revision, ids)
-        return ids
-
-    def fts_search(
-        self, collections: Sequence[ActiveCollection], match: str, limit: int
-    ) -> list[tuple[int, float]]:
-        """(chunk id, BM25 score, higher is better) for an FTS5 ``match`` expression, best first,
-        among the collections' active chunks."""
-        if not collections or not match or limit <= 0:
-            return []
-        documents = frozenset().union(*(self.active_documents(c) for c in collections))
-        # The best rows of the whole FTS table first (FTS5 ranks them without a join), then
-        # those of the collections asked: other collections and a reindex's rows share the
-        # table, so ask for more until enough are left or there are no more.
-        conn = self._conn()
-        fetch = limit * 4
-        while True:
-            hits = conn.execute(
-                "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
-                " ORDER BY score, rowid LIMIT ?",
-                (match, fetch),
-            ).fetchall()
-            owner = _documents_of(conn, [h[0] for h in hits])
-            found = [(h[0], -float(h[1])) for h in hits if owner.get(h[0]) in documents]
-            if len(found) >= limit or len(hits) < fetch:
-                return found[:limit]
-            fetch *= 4
-
-    def term_postings(self, match: str, cap: int) -> int:
-        """How many chunks (of the whole table) ``match`` finds, counted up to ``cap`` only:
-        the cost of looking is bounded by the cap, not by how common the words are."""
-        row = (
-            self._conn()
-            .execute(
-                "SELECT COUNT(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-                (match, cap),
-            )
-            .fetchone()
-        )
-        return int(row[0])
-
-    def chunks(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
-        ids = list(dict.fromkeys(ids))
-        out: dict[int, StoredChunk] = {}
-        conn = self._conn()
-        for begin in range(0, len(ids), 500):
-            part = ids[begin : begin + 500]
-            marks = ",".join("?" for _ in part)
-            for r in conn.execute(_CHUNK_SELECT + f" WHERE c.id IN ({marks})", part):
-                out[r["id"]] = _stored(r)
-        return out
-
-    def total_tokens(self, collections: Sequence[ActiveCollection]) -> int:
-        """Tokens of every indexed chunk of the collections (overlaps counted twice)."""
-        total = 0
-        conn = self._conn()
-        for c in collections:
-            row = conn.execute(
-                "SELECT COALESCE(SUM(tokens), 0) FROM documents"
-                " WHERE collection_id = ? AND embedder = ? AND chunking = ? AND status = 'indexed'",
-                (c.id, c.embedder or "", c.chunking.to_json()),
-            ).fetchone()
-            total += row[0]
-        return int(total)
-
-    def all_chunks(self, collections: Sequence[ActiveCollection]) -> list[StoredChunk]:
-        """Every indexed chunk of the collections, by document path then ordinal."""
-        out: list[StoredChunk] = []
-        for c in collections:
-            rows = self._conn().execute(
-                _CHUNK_SELECT + " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ?"
-                " AND d.status = 'indexed' ORDER BY d.path, c.ordinal",
-                (c.id, c.embedder or "", c.chunking.to_json()),
-            )
-            out += [_stored(r) for r in rows]
-        return out
-
     # -- helpers ---------------------------------------------------------------------------
-
-    def _collection_row(self, name: str) -> sqlite3.Row:
-        row = self._conn().execute("SELECT * FROM collections WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            raise CollectionNotFound(name)
-        return row
 
     def _sources(self, collection_id: int) -> list[str]:
         rows = self._conn().execute(
@@ -663,55 +430,11 @@ class DocumentIndex:
             parse=self.parse,
             chunk=self.chunk,
             scan=self.scan,
-            progress=progress if final else _without_done(progress),
+            progress=progress if final else without_done(progress),
             control=control,
             reuse_from=reuse_from,
         )
         return run.run(sources)
-
-
-_CHUNK_SELECT = (
-    "SELECT c.id, c.document_id, k.name AS collection, d.path, c.ordinal, c.text, c.page, c.heading,"
-    ' c.start, c."end", c.tokens FROM chunks c JOIN documents d ON d.id = c.document_id'
-    " JOIN collections k ON k.id = d.collection_id"
-)
-
-
-def _in_batches(ids: Sequence[int], size: int = 500) -> Iterable[Sequence[int]]:
-    for begin in range(0, len(ids), size):
-        yield ids[begin : begin + size]
-
-
-def _documents_of(conn: sqlite3.Connection, chunk_ids: Sequence[int]) -> dict[int, int]:
-    owner: dict[int, int] = {}
-    for part in _in_batches(chunk_ids):
-        marks = ",".join("?" * len(part))
-        owner.update(conn.execute(f"SELECT id, document_id FROM chunks WHERE id IN ({marks})", list(part)))
-    return owner
-
-
-def _vector_rows(conn: sqlite3.Connection, ids: np.ndarray) -> Iterable[tuple[int, bytes]]:
-    for part in _in_batches([int(i) for i in ids]):
-        marks = ",".join("?" * len(part))
-        yield from conn.execute(
-            f"SELECT chunk_id, vector FROM vectors WHERE chunk_id IN ({marks})", list(part)
-        )
-
-
-def _stored(r: sqlite3.Row) -> StoredChunk:
-    return StoredChunk(
-        id=r["id"],
-        document_id=r["document_id"],
-        collection=r["collection"],
-        path=Path(r["path"]),
-        ordinal=r["ordinal"],
-        text=r["text"],
-        page=r["page"],
-        heading=r["heading"],
-        start=r["start"],
-        end=r["end"],
-        tokens=r["tokens"],
-    )
 
 
 def _generation(row: sqlite3.Row, *, active: bool) -> Generation:
@@ -735,27 +458,3 @@ def _absolute(path: Path | str) -> Path:
 
 def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
-
-
-def _switching(report: IndexReport, phase: IndexPhase = IndexPhase.SWITCHING) -> IndexProgress:
-    return IndexProgress(
-        phase=phase,
-        files_done=report.files,
-        files_total=report.files,
-        chunks_done=report.chunks_embedded + report.chunks_reused,
-        chunks_per_s=0.0,
-        seconds_left=0.0,
-        current=None,
-    )
-
-
-def _without_done(progress: Progress | None) -> Progress | None:
-    """A reindex's build reports everything but its DONE: the switch comes after it."""
-    if progress is None:
-        return None
-
-    def forward(event: IndexProgress) -> None:
-        if event.phase is not IndexPhase.DONE:
-            progress(event)
-
-    return forward

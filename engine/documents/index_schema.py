@@ -9,6 +9,8 @@ after an upgrade instead of coming back empty.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from engine.documents.index_errors import SchemaTooNew
@@ -132,6 +134,18 @@ def connect(path: Path) -> sqlite3.Connection:
     # commits), and it saves an fsync per file: indexing thousands of files writes far less.
     conn.execute("PRAGMA synchronous = NORMAL")
     return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction, taken at once (no upgrade from a read lock that could fail)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def migrate(conn: sqlite3.Connection) -> int:

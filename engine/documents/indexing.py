@@ -12,30 +12,34 @@ loses at most the file it was on, and the next run skips everything committed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 
 from engine.base.errors import EngineError
 from engine.documents.embedder_protocol import TextEmbedder
 from engine.documents.index_control import IndexControl
-from engine.documents.index_types import (
-    ChunkSettings,
-    DocumentStatus,
-    IndexPhase,
-    IndexProgress,
-    IndexReport,
+from engine.documents.index_inputs import (
+    Chunk,
+    ChunkLike,
+    Parse,
+    RefusalLike,
+    Scan,
+    file_sha,
+    one_line,
+    refusal_reason,
+    text_sha,
 )
+from engine.documents.index_progress import Progress, RunMeter
+from engine.documents.index_schema import transaction
+from engine.documents.index_types import ChunkSettings, DocumentStatus, IndexPhase, IndexReport
 from engine.documents.vector_matrix import vector_blob
 
 log = logging.getLogger(__name__)
@@ -43,35 +47,6 @@ log = logging.getLogger(__name__)
 # Texts per embed call: llama.cpp's encoders take a batch of sequences per decode, and 32 is
 # where the per-call overhead stops mattering while a pause or cancel still answers quickly.
 EMBED_BATCH = 32
-# Bytes read at a time while hashing a file.
-_HASH_BLOCK = 1 << 20
-
-Progress = Callable[[IndexProgress], None]
-
-
-class ChunkLike(Protocol):
-    ordinal: int
-    text: str
-    page: int | None
-    heading: str
-    start: int
-    end: int
-    tokens: int
-
-
-class RefusalLike(Protocol):
-    path: Path
-    reason: str
-
-
-class ScanLike(Protocol):
-    files: Sequence[Path]
-    refusals: Sequence[RefusalLike]
-
-
-Parse = Callable[[Path], Any]
-Chunk = Callable[..., Sequence[ChunkLike]]
-Scan = Callable[[Sequence[Path]], ScanLike]
 
 
 @dataclass(frozen=True)
@@ -105,63 +80,6 @@ class _Prepared:
     vectors: dict[str, bytes]  # text sha -> blob for every chunk not kept from before
 
 
-@dataclass
-class _Counts:
-    indexed: int = 0
-    unchanged: int = 0
-    touched: int = 0
-    moved: int = 0
-    removed: int = 0
-    refused: int = 0
-    embedded: int = 0
-    reused: int = 0
-    stored: int = 0
-    embed_seconds: float = 0.0
-    work_seconds: float = 0.0
-    bytes_done: int = 0
-    files_done: int = 0
-    paused_seconds: float = field(default=0.0)
-
-
-def text_sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def file_sha(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while block := file.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def refusal_reason(error: BaseException) -> str:
-    """The line a refusal is listed with: the parser's reason when it gave one."""
-    reason = getattr(error, "reason", None)
-    if isinstance(reason, str) and reason:
-        return one_line(reason)
-    if isinstance(error, EngineError):
-        return one_line(error.message)
-    if isinstance(error, OSError):
-        return one_line(error.strerror or str(error))
-    return one_line(f"could not be read ({type(error).__name__}: {error})")
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 def in_scope(path: str, sources: Sequence[Path]) -> bool:
     candidate = Path(path)
     return any(candidate == source or source in candidate.parents for source in sources)
@@ -192,13 +110,7 @@ class IndexRun:
         self.progress = progress
         self.control = control or IndexControl()
         self.reuse_from = reuse_from
-        self.counts = _Counts()
-        self.files_total = 0
-        self.bytes_todo = 0
-        self.current: Path | None = None
-        self.started = time.monotonic()
-        self._file_began: float | None = None
-        self._file_paused = 0.0
+        self.meter = RunMeter(generation.collection)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -208,7 +120,7 @@ class IndexRun:
         files = [Path(os.path.abspath(p)) for p in result.files]
         refusals = list(result.refusals)
         existing = self._rows()
-        self.files_total = len(files) + len(refusals)
+        self.meter.files_total = len(files) + len(refusals)
         found = {str(p) for p in files} | {str(Path(os.path.abspath(r.path))) for r in refusals}
         missing = [row for key, row in existing.items() if key not in found and in_scope(key, sources)]
         stats = self._stats(files)
@@ -223,12 +135,12 @@ class IndexRun:
         for path in files:
             row, info = existing[str(path)], stats.get(str(path))
             if info is not None and _unchanged(row, info):
-                self.counts.unchanged += 1
-                self.counts.files_done += 1
+                self.meter.unchanged += 1
+                self.meter.files_done += 1
             else:
                 todo.append(path)
-                self.bytes_todo += info.st_size if info is not None else 0
-        self.counts.files_done += len(refusals)
+                self.meter.bytes_todo += info.st_size if info is not None else 0
+        self.meter.files_done += len(refusals)
         self._emit(IndexPhase.INDEXING)
 
         cancelled = False
@@ -236,22 +148,18 @@ class IndexRun:
             if not self._checkpoint():
                 cancelled = True
                 break
-            self.current = path
-            self._file_began, self._file_paused = time.monotonic(), self.counts.paused_seconds
+            self.meter.begin_file(path)
             done = self._index_file(path, existing[str(path)], stats.get(str(path)))
-            self.counts.work_seconds += self._file_seconds()
-            self._file_began = None
+            info = stats.get(str(path))
+            self.meter.end_file(info.st_size if info is not None else None, done)
             if not done:
                 cancelled = True
                 break
-            info = stats.get(str(path))
-            self.counts.bytes_done += info.st_size if info is not None else 0
-            self.counts.files_done += 1
             self._emit(IndexPhase.INDEXING)
-        self.current = None
+        self.meter.current = None
         self._save_rate()
         self._emit(IndexPhase.CANCELLED if cancelled else IndexPhase.DONE)
-        return self._report(len(files) + len(refusals), cancelled)
+        return self.meter.report(len(files) + len(refusals), cancelled)
 
     # -- reading the generation ------------------------------------------------------------
 
@@ -318,13 +226,13 @@ class IndexRun:
             del existing[row.path]
             row.path, row.size, row.mtime_ns = key, info.st_size, info.st_mtime_ns
             existing[key] = row
-            self.counts.moved += 1
+            self.meter.moved += 1
 
     def _remove(self, missing: Sequence[_Row]) -> None:
         with transaction(self.conn):
             self.conn.executemany("DELETE FROM documents WHERE id = ?", [(row.id,) for row in missing])
             self._bump()
-        self.counts.removed += len(missing)
+        self.meter.removed += len(missing)
 
     def _store_scan_refusals(self, refusals: Sequence[RefusalLike], existing: dict[str, _Row]) -> None:
         changed = []
@@ -332,7 +240,7 @@ class IndexRun:
             key, reason = str(Path(os.path.abspath(refusal.path))), one_line(refusal.reason)
             row = existing.get(key)
             if row is not None and row.status is DocumentStatus.REFUSED and row.reason == reason:
-                self.counts.unchanged += 1  # refused before for the same reason: nothing to write
+                self.meter.unchanged += 1  # refused before for the same reason: nothing to write
             else:
                 changed.append((key, reason, row))
         if not changed:
@@ -344,7 +252,7 @@ class IndexRun:
                 else:
                     self._refuse_row(row, reason, None, None)
             self._bump()
-        self.counts.refused += len(changed)
+        self.meter.refused += len(changed)
 
     def _add_pending(self, paths: Sequence[Path], existing: dict[str, _Row]) -> None:
         """New files are listed at once, as pending: the user sees what is coming, and a run
@@ -405,7 +313,7 @@ class IndexRun:
                     (info.st_size, info.st_mtime_ns, row.id),
                 )
             row.size, row.mtime_ns = info.st_size, info.st_mtime_ns
-            self.counts.touched += 1
+            self.meter.touched += 1
             return True
         try:
             doc = self.parse(path)
@@ -435,7 +343,7 @@ class IndexRun:
         with transaction(self.conn):
             self._refuse_row(row, reason, info, sha)
             self._bump()
-        self.counts.refused += 1
+        self.meter.refused += 1
 
     def _known_vectors(self, row: _Row) -> dict[str, bytes]:
         """Vectors already computed by this embedder for this document, by chunk text."""
@@ -466,7 +374,7 @@ class IndexRun:
         for sha, c in zip(shas, chunks, strict=True):
             if sha not in known:
                 wanted.setdefault(sha, c.text)
-        self.counts.reused += sum(1 for sha in shas if sha in known)
+        self.meter.reused += sum(1 for sha in shas if sha in known)
         vectors = {sha: known[sha] for sha in shas if sha in known}
         pending = list(wanted.items())
         embedded_here = 0
@@ -476,14 +384,14 @@ class IndexRun:
             batch = pending[begin : begin + EMBED_BATCH]
             started = time.monotonic()
             out = np.asarray(self.embedder.embed([text for _, text in batch]), dtype=np.float32)
-            self.counts.embed_seconds += time.monotonic() - started
+            self.meter.embed_seconds += time.monotonic() - started
             if out.shape != (len(batch), self.embedder.dim):
                 raise ValueError(f"embedder returned {out.shape}, expected {(len(batch), self.embedder.dim)}")
             for (sha, _), vector in zip(batch, out, strict=True):
                 vectors[sha] = vector_blob(vector)
-            self.counts.embedded += len(batch)
+            self.meter.embedded += len(batch)
             embedded_here += len(batch)
-            self._emit(IndexPhase.INDEXING, extra_chunks=embedded_here)
+            self._emit(IndexPhase.INDEXING, file_chunks=embedded_here)
         return _Prepared(chunks, shas, vectors)
 
     def _write(self, row: _Row, prepared: _Prepared, info: os.stat_result, sha: str) -> None:
@@ -541,8 +449,8 @@ class IndexRun:
             info.st_size,
             info.st_mtime_ns,
         )
-        self.counts.indexed += 1
-        self.counts.stored += len(prepared.chunks)
+        self.meter.indexed += 1
+        self.meter.stored += len(prepared.chunks)
 
     # -- bookkeeping -----------------------------------------------------------------------
 
@@ -556,62 +464,20 @@ class IndexRun:
         began = time.monotonic()
         go_on = self.control.checkpoint(on_pause=lambda: self._emit(IndexPhase.PAUSED))
         waited = time.monotonic() - began
-        self.counts.paused_seconds += waited
+        self.meter.paused_seconds += waited
         if waited > 0.05 and go_on:
             self._emit(IndexPhase.INDEXING)
         return go_on
 
-    def _file_seconds(self) -> float:
-        """Time spent on the current file, its pauses left out."""
-        assert self._file_began is not None
-        return time.monotonic() - self._file_began - (self.counts.paused_seconds - self._file_paused)
-
     def _save_rate(self) -> None:
         # A handful of chunks says more about start-up than about the rate.
-        if self.counts.embedded < EMBED_BATCH or self.counts.embed_seconds <= 0:
+        if self.meter.embedded < EMBED_BATCH or self.meter.embed_seconds <= 0:
             return
-        save_rate(self.conn, self.gen.embedder, self.counts.embedded / self.counts.embed_seconds)
+        save_rate(self.conn, self.gen.embedder, self.meter.embedded / self.meter.embed_seconds)
 
-    def _emit(self, phase: IndexPhase, extra_chunks: int = 0) -> None:
-        if self.progress is None:
-            return
-        c = self.counts
-        work = c.work_seconds + (self._file_seconds() if self._file_began is not None else 0.0)
-        rate = c.embedded / work if work > 0 else 0.0
-        left = None
-        if phase is IndexPhase.DONE:
-            left = 0.0
-        elif c.bytes_done > 0 and c.work_seconds > 0:
-            # By bytes: the files left are known by size, not yet by chunks.
-            left = max(0.0, (self.bytes_todo - c.bytes_done) * c.work_seconds / c.bytes_done)
-        self.progress(
-            IndexProgress(
-                phase=phase,
-                files_done=c.files_done,
-                files_total=self.files_total,
-                chunks_done=c.stored + extra_chunks,
-                chunks_per_s=rate,
-                seconds_left=left,
-                current=self.current,
-            )
-        )
-
-    def _report(self, files: int, cancelled: bool) -> IndexReport:
-        c = self.counts
-        return IndexReport(
-            collection=self.gen.collection,
-            files=files,
-            indexed=c.indexed,
-            unchanged=c.unchanged,
-            touched=c.touched,
-            moved=c.moved,
-            removed=c.removed,
-            refused=c.refused,
-            chunks_embedded=c.embedded,
-            chunks_reused=c.reused,
-            cancelled=cancelled,
-            seconds=time.monotonic() - self.started,
-        )
+    def _emit(self, phase: IndexPhase, file_chunks: int = 0) -> None:
+        if self.progress is not None:
+            self.progress(self.meter.progress(phase, file_chunks))
 
 
 def _unchanged(row: _Row, info: os.stat_result) -> bool:

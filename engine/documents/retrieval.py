@@ -21,8 +21,8 @@ from pathlib import Path
 
 from engine.documents.embedder_protocol import TextEmbedder
 from engine.documents.fts_query import MAX_POSTINGS, bounded_query
-from engine.documents.index import ActiveCollection, DocumentIndex, StoredChunk
 from engine.documents.index_errors import EmbedderMismatch
+from engine.documents.index_store import ActiveCollection, IndexStore, StoredChunk
 
 # Reciprocal-rank fusion's constant (Cormack et al., 2009, and GPT4All's): a chunk at rank r in
 # a list adds 1 / (RRF_K + r). 60 keeps the top few ranks from drowning the rest.
@@ -74,7 +74,7 @@ class Retrieval:
 
 
 def retrieve(
-    index: DocumentIndex,
+    index: IndexStore,
     collections: Sequence[str],
     question: str,
     embedder: TextEmbedder | None,
@@ -113,7 +113,7 @@ def retrieve(
 
 
 def bm25_ranking(
-    index: DocumentIndex,
+    index: IndexStore,
     active: Sequence[ActiveCollection],
     question: str,
     n: int,
@@ -123,7 +123,7 @@ def bm25_ranking(
 
 
 def dense_ranking(
-    index: DocumentIndex, active: Sequence[ActiveCollection], question: str, embedder: TextEmbedder, n: int
+    index: IndexStore, active: Sequence[ActiveCollection], question: str, embedder: TextEmbedder, n: int
 ) -> list[tuple[int, float]]:
     for c in active:
         if c.embedder != embedder.name:
@@ -147,7 +147,7 @@ def fuse(rankings: Sequence[Sequence[tuple[int, float]]], rrf_k: int = RRF_K) ->
 
 
 def _fit(
-    index: DocumentIndex, scored: Sequence[tuple[int, float]], k: int, budget: int
+    index: IndexStore, scored: Sequence[tuple[int, float]], k: int, budget: int
 ) -> list[tuple[StoredChunk, float]]:
     """The best ``k`` chunks whose tokens together stay within ``budget``; a chunk too large for
     what is left is passed over for smaller ones after it."""
@@ -192,7 +192,7 @@ def join_neighbours(picked: Sequence[tuple[StoredChunk, float]]) -> tuple[Excerp
 
 
 def _whole(
-    index: DocumentIndex, active: Sequence[ActiveCollection], question: str, mode: RetrievalMode
+    index: IndexStore, active: Sequence[ActiveCollection], question: str, mode: RetrievalMode
 ) -> Retrieval:
     """Every document, in order, one excerpt per run of pages (so a citation still names its
     page), or one per document without pages."""

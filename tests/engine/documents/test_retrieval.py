@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.documents.index import DocumentIndex, StoredChunk
+from engine.documents.index import DocumentIndex
 from engine.documents.index_errors import CollectionNotFound
+from engine.documents.index_store import StoredChunk
 from engine.documents.retrieval import (
     RRF_K,
     Retrieval,

@@ -141,7 +141,7 @@ def test_the_index_keeps_a_collections_matrix_until_a_commit_changes_it(tmp_path
 def test_after_an_edit_the_index_reads_only_the_new_vectors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.documents import index as index_module
+    from engine.documents import index_store as index_module
 
     paragraphs = paragraphs_of("d", 5)
     write_doc(tmp_path / "docs" / "d.txt", paragraphs)
