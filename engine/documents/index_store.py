@@ -120,6 +120,12 @@ class IndexStore:
             " AND v.embedder = ?"
         )
         args = (collection_id, embedder, chunking.to_json(), embedder)
+        # Every chunk of an indexed document got its vector in the same transaction: the ids
+        # come from the chunks' index alone, without reading a vector row (150 MB at 100k).
+        ids_only = (
+            "SELECT c.id FROM documents d JOIN chunks c ON c.document_id = d.id"
+            " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND d.status = 'indexed'"
+        )
         # Its own connection and one read transaction: the ids and the vectors read are of the
         # same commit, whatever the thread's own connection is doing.
         conn = connect(self.db_path)
@@ -132,9 +138,7 @@ class IndexStore:
             else:
                 # After a commit (a collection being indexed while it is asked): only the
                 # vectors of chunks new since the matrix was read are read.
-                ids = np.fromiter(
-                    (r[0] for r in conn.execute("SELECT v.chunk_id" + active, args)), dtype=np.int64
-                )
+                ids = np.fromiter((r[0] for r in conn.execute(ids_only, args[:3])), dtype=np.int64)
                 matrix = held.updated(np.unique(ids), lambda new: _vector_rows(conn, new))
             conn.execute("COMMIT")
         finally:
