@@ -209,19 +209,20 @@ class DocumentIndex(IndexStore):
         """Add ``paths`` (files or folders) to the collection and bring what is under them up
         to date: new and changed files indexed, unchanged ones skipped, removed ones forgotten."""
         row = self._collection_row(name)
+        mismatch = row["embedder"] is not None and row["embedder"] != embedder.name
+        if mismatch and row["target_embedder"] != embedder.name:
+            raise EmbedderMismatch(name, row["embedder"], embedder.name)
         sources = [_absolute(p) for p in paths]
         self._add_sources(row["id"], sources)
-        if row["embedder"] is not None and row["embedder"] != embedder.name:
-            if row["target_embedder"] == embedder.name:
-                # A reindex to this embedder is under way: the new files join it.
-                return self.reindex(
-                    name,
-                    embedder,
-                    ChunkSettings.from_json(row["target_chunking"]),
-                    progress=progress,
-                    control=control,
-                )
-            raise EmbedderMismatch(name, row["embedder"], embedder.name)
+        if mismatch:
+            # A reindex to this embedder is under way: the new files join it.
+            return self.reindex(
+                name,
+                embedder,
+                ChunkSettings.from_json(row["target_chunking"]),
+                progress=progress,
+                control=control,
+            )
         with self._run_lock(row["id"]):
             row = self._claim_embedder(row, embedder)
             generation = _generation(row, active=True)

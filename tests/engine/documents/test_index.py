@@ -230,7 +230,8 @@ def test_indexing_with_another_embedder_is_refused(index: DocumentIndex, tmp_pat
     index.index_paths("a", [tmp_path / "docs"], HashingEmbedder())
     other = HashingEmbedder(dim=64, name="other:111111111111")
     with pytest.raises(EmbedderMismatch, match="reindex it"):
-        index.index_paths("a", [tmp_path / "docs"], other)
+        index.index_paths("a", [tmp_path / "elsewhere"], other)
+    assert index.collection("a").sources == ((tmp_path / "docs").absolute(),)  # nothing added
 
 
 def test_chunks_are_cut_to_the_embedders_window(tmp_path: Path) -> None:
