@@ -7,13 +7,14 @@ chunks, from this process or another). A query is one matrix-vector product and 
 tune or to drift.
 
 Where it stops scaling: memory is ``n × dim × 4`` bytes per collection (100k chunks of a
-384-dimension model: 154 MB; 1M chunks: 1.5 GB) and a query reads all of it, ~``n × dim``
+384-dimension model: 154 MB; 1M chunks: 1.5 GB; a quarter more once it has changed, the
+spare rows new chunks are written into) and a query reads all of it, ~``n × dim``
 multiply-adds, memory-bound (on 2 cores about 10-20 ms per 100k × 384). Past a few hundred
 thousand chunks per collection, or with models of 768-1024 dimensions, an approximate index
 takes over: HNSW (usearch, hnswlib) or IVF-PQ (faiss), or sqlite-vec inside the same file;
-they keep the same ``top_k`` shape. Loading is a full read of the vectors table (~1 s per
-100k on a laptop disk), paid once per change, so an index that is written to while it is
-queried (a collection indexing) reloads after each file it commits.
+they keep the same ``top_k`` shape. The first question reads the whole vectors table (~1 s
+per 100k chunks here); after a change only the new chunks' vectors are read, and the chunk
+ids (~0.1 s per 100k), so a collection asked while it indexes pays that after each file.
 """
 
 from __future__ import annotations
@@ -32,10 +33,21 @@ def vector_blob(vector: np.ndarray) -> bytes:
     return np.ascontiguousarray(vector, dtype=VECTOR_DTYPE).tobytes()
 
 
+# Rows a matrix keeps free after it is first changed, as a share of its size: new chunks of a
+# collection being indexed are written into them instead of copying the whole matrix.
+SPARE_SHARE = 0.25
+# An id that marks a row of a chunk gone (never a chunk's: SQLite's ids start at 1).
+GONE = -1
+
+
 @dataclass(frozen=True, eq=False)
 class VectorMatrix:
-    ids: np.ndarray  # (n,) int64 chunk ids
-    vectors: np.ndarray  # (n, dim) float32, rows L2-normalised
+    """``ids[i]`` is the chunk of row ``vectors[i]``, or ``GONE``; ``spare``, when there is one,
+    is the buffer ``vectors`` is the start of, with free rows after it."""
+
+    ids: np.ndarray  # (rows,) int64 chunk ids
+    vectors: np.ndarray  # (rows, dim) float32, rows L2-normalised
+    spare: np.ndarray | None = None
 
     @classmethod
     def empty(cls, dim: int = 0) -> VectorMatrix:
@@ -66,22 +78,35 @@ class VectorMatrix:
     def updated(
         self, ids_now: np.ndarray, rows: Callable[[np.ndarray], Iterable[tuple[int, bytes]]]
     ) -> VectorMatrix:
-        """This matrix brought to the chunk ids ``ids_now``: rows of ids gone are dropped, and
-        only the new ids' vectors are read (``rows(new_ids)``). Chunk ids are never reused, so
-        a row kept is still right."""
+        """This matrix brought to the chunk ids ``ids_now``: only the new ids' vectors are read
+        (``rows(new_ids)``); chunk ids are never reused, so a row kept is still right.
+
+        New rows go into the spare rows and rows of chunks gone are only marked, so a
+        collection indexed while it is asked is not copied after every file; once the spare
+        runs out, or a quarter of the rows are gone, the live rows move to a new buffer with
+        ``SPARE_SHARE`` free. The rows this matrix reads are never written: a question still
+        using it on another thread sees it unchanged."""
         keep = np.isin(self.ids, ids_now)
-        new_ids = np.setdiff1d(ids_now, self.ids, assume_unique=True)
+        new_ids = np.setdiff1d(ids_now, self.ids[keep], assume_unique=True)
         added = VectorMatrix.from_rows(int(new_ids.size), rows(new_ids))
-        if len(added) and len(self) and added.dim != self.dim:
+        if len(added) and self.dim and added.dim != self.dim:
             raise ValueError(f"new vectors have {added.dim} values, the matrix {self.dim}")
-        dim = self.dim if len(self) else added.dim
-        return VectorMatrix(
-            np.concatenate([self.ids[keep], added.ids]),
-            np.concatenate([self.vectors[keep].reshape(-1, dim), added.vectors.reshape(-1, dim)]),
-        )
+        dim = self.dim if self.dim else added.dim
+        rows_now = self.ids.size + added.ids.size
+        gone = self.ids.size - int(keep.sum())
+        if self.spare is not None and self.spare.shape[0] >= rows_now and gone <= rows_now // 4:
+            self.spare[self.ids.size : rows_now] = added.vectors.reshape(-1, dim)
+            ids = np.concatenate([np.where(keep, self.ids, GONE), added.ids])
+            return VectorMatrix(ids, self.spare[:rows_now], self.spare)
+        live = int(keep.sum()) + added.ids.size
+        spare = np.empty((live + int(live * SPARE_SHARE) + 64, dim), dtype=np.float32)
+        spare[: keep.sum()] = self.vectors[keep].reshape(-1, dim)
+        spare[keep.sum() : live] = added.vectors.reshape(-1, dim)
+        return VectorMatrix(np.concatenate([self.ids[keep], added.ids]), spare[:live], spare)
 
     def __len__(self) -> int:
-        return int(self.ids.size)
+        """The chunks it holds (rows marked gone not counted)."""
+        return int(np.count_nonzero(self.ids != GONE))
 
     @property
     def dim(self) -> int:
@@ -89,12 +114,13 @@ class VectorMatrix:
 
     @property
     def nbytes(self) -> int:
-        return int(self.vectors.nbytes + self.ids.nbytes)
+        held = self.spare if self.spare is not None else self.vectors
+        return int(held.nbytes + self.ids.nbytes)
 
     def top_k(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` chunks nearest ``query`` by cosine, best first, as (chunk id, score)."""
-        n = len(self)
-        if n == 0 or k <= 0:
+        rows = int(self.ids.size)
+        if rows == 0 or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.size != self.dim:
@@ -103,7 +129,13 @@ class VectorMatrix:
         if norm == 0.0:
             return []
         scores = self.vectors @ (q / norm)
-        picked = self._best(scores, k) if k < n else np.arange(n)
+        gone = self.ids == GONE
+        if gone.any():
+            scores[gone] = -np.inf
+            k = min(k, rows - int(gone.sum()))
+            if k == 0:
+                return []
+        picked = self._best(scores, k) if k < rows else np.arange(rows)
         # Best first; equal scores by chunk id, so a query always returns the same order.
         order = picked[np.lexsort((self.ids[picked], -scores[picked]))]
         return [(int(self.ids[i]), float(scores[i])) for i in order]

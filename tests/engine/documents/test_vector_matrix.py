@@ -170,3 +170,44 @@ def test_after_an_edit_the_index_reads_only_the_new_vectors(
         order = np.argsort(matrix.ids)
         assert matrix.ids[order].tolist() == [r[0] for r in rows]
         assert np.array_equal(matrix.vectors[order], embedder.embed([r[1] for r in rows]))
+
+
+def _blobs(matrix: VectorMatrix):  # type: ignore[no-untyped-def]
+    by_id = {int(i): vector_blob(v) for i, v in zip(matrix.ids, matrix.vectors, strict=True)}
+    return lambda new: [(int(i), by_id[int(i)]) for i in new]
+
+
+def test_new_rows_go_into_the_spare_rows_and_older_matrices_stay_as_they_were() -> None:
+    source = random_matrix(200, 8)
+    ids = np.sort(source.ids)
+    first = VectorMatrix.from_rows(100, _blobs(source)(ids[:100]))
+    second = first.updated(ids[:110], _blobs(source))  # the first change: moved into a buffer with room
+    assert second.spare is not None and second.spare.shape[0] >= 110 + 27
+    third = second.updated(ids[:120], _blobs(source))  # written into the room: no copy
+    assert third.spare is second.spare and np.shares_memory(third.vectors, second.vectors)
+    assert len(second) == 110 and len(third) == 120
+    query = source.vectors[0]
+    assert second.top_k(query, 200) == VectorMatrix.from_rows(110, _blobs(source)(ids[:110])).top_k(
+        query, 200
+    )
+    assert third.top_k(query, 5) == VectorMatrix.from_rows(120, _blobs(source)(ids[:120])).top_k(query, 5)
+
+
+def test_rows_of_chunks_gone_are_never_found_and_many_gone_compacts() -> None:
+    source = random_matrix(100, 8)
+    ids = np.sort(source.ids)
+    matrix = VectorMatrix.from_rows(100, _blobs(source)(ids)).updated(ids, _blobs(source))
+    fewer = matrix.updated(ids[10:], _blobs(source))  # 10 of 100 gone: marked, not moved
+    assert fewer.spare is matrix.spare and len(fewer) == 90 and fewer.ids.size == 100
+    found = {i for i, _ in fewer.top_k(source.vectors[0], 1000)}
+    assert found == set(ids[10:].tolist())
+    target = int(ids[3])
+    assert target not in {i for i, _ in fewer.top_k(source.vectors[list(source.ids).index(target)], 3)}
+    most = fewer.updated(ids[60:], _blobs(source))  # 60 gone: the live rows move
+    assert most.spare is not matrix.spare and most.ids.size == 40 and len(most) == 40
+    assert (
+        VectorMatrix(ids[:2], source.vectors[:2])
+        .updated(np.array([], dtype=np.int64), _blobs(source))
+        .top_k(source.vectors[0], 3)
+        == []
+    )
