@@ -18,7 +18,12 @@ The modules, bottom up:
 - ``embedding_file``: whether a GGUF is an embedding model, its pooling and window
   (``read_embedding_model``), and what it costs in memory (``estimate_embedder_memory``).
 - ``embedding``: ``Embedder``, the model on a llama.cpp worker thread of its own
-  (``open_embedder``).
+  (``open_embedder``); ``embedder_protocol``: ``TextEmbedder``, what the rest needs of one.
+- ``index`` (+ ``index_schema``, ``index_store``, ``index_types``, ``index_inputs``,
+  ``index_progress``, ``index_control``, ``index_errors``, ``indexing``): ``DocumentIndex``,
+  collections in their own SQLite file, one transaction per file, incremental.
+- ``vector_matrix``, ``fts_query``, ``retrieval``: ``retrieve``, BM25 and dense fused by RRF,
+  neighbours joined, fitted to a budget; ``citations``: the numbered prompt block, ``[n]`` found.
 """
 
 from engine.base.lazy import lazy_exports
@@ -49,6 +54,31 @@ _EXPORTS = {
     "EmbedderClosed": "embedding",
     "EmbeddingFailed": "embedding",
     "open_embedder": "embedding",
+    "TextEmbedder": "embedder_protocol",
+    "DocumentIndex": "index",
+    "IndexControl": "index_control",
+    "CollectionExists": "index_errors",
+    "CollectionNotFound": "index_errors",
+    "EmbedderMismatch": "index_errors",
+    "InvalidCollectionName": "index_errors",
+    "SchemaTooNew": "index_errors",
+    "ChunkSettings": "index_types",
+    "CollectionInfo": "index_types",
+    "DocumentInfo": "index_types",
+    "DocumentStatus": "index_types",
+    "IndexPhase": "index_types",
+    "IndexProgress": "index_types",
+    "IndexReport": "index_types",
+    "ReindexPlan": "index_types",
+    "StoredChunk": "index_store",
+    "Excerpt": "retrieval",
+    "Retrieval": "retrieval",
+    "RetrievalMode": "retrieval",
+    "retrieve": "retrieval",
+    "Citation": "citations",
+    "cited_numbers": "citations",
+    "find_citations": "citations",
+    "prompt_block": "citations",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
