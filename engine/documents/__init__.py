@@ -23,7 +23,8 @@ The modules, bottom up:
   ``index_progress``, ``index_control``, ``index_errors``, ``indexing``): ``DocumentIndex``,
   collections in their own SQLite file, one transaction per file, incremental.
 - ``vector_matrix``, ``fts_query``, ``retrieval``: ``retrieve``, BM25 and dense fused by RRF,
-  neighbours joined, fitted to a budget; ``citations``: the numbered prompt block, ``[n]`` found.
+  neighbours joined, fitted to a budget; ``citations``: the numbered prompt block, ``[n]`` found;
+  ``grounding``: the block put before the last question.
 """
 
 from engine.base.lazy import lazy_exports
@@ -79,6 +80,8 @@ _EXPORTS = {
     "cited_numbers": "citations",
     "find_citations": "citations",
     "prompt_block": "citations",
+    "ground_messages": "grounding",
+    "grounded_text": "grounding",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
