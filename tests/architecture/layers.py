@@ -213,6 +213,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
         "engine.documents": {
             "engine.base",
             "engine.catalog",
+            "engine.chat",
             "engine.machine",
             "engine.native",
             "engine.planner",
