@@ -122,7 +122,10 @@ class IndexRun:
         existing = self._rows()
         self.meter.files_total = len(files) + len(refusals)
         found = {str(p) for p in files} | {str(Path(os.path.abspath(r.path))) for r in refusals}
-        missing = [row for key, row in existing.items() if key not in found and in_scope(key, sources)]
+        # A folder added that is not there at all (an unmounted drive, a network share that is
+        # down) says nothing about its files: they are kept until it is back or the user removes it.
+        present = [s for s in sources if os.path.lexists(s)]
+        missing = [row for key, row in existing.items() if key not in found and in_scope(key, present)]
         stats = self._stats(files)
         if missing:
             self._move_renamed(files, stats, existing, missing)

@@ -155,6 +155,25 @@ def test_a_removed_file_is_deleted_with_its_chunks_vectors_and_fts_rows(
     conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
 
 
+def test_a_folder_that_is_gone_whole_keeps_its_documents_until_it_is_back(
+    index: DocumentIndex, tmp_path: Path
+) -> None:
+    build(tmp_path / "drive" / "docs", files=3, paragraphs=2)
+    index.index_paths("notes", [tmp_path / "drive" / "docs"], HashingEmbedder())
+    (tmp_path / "drive").rename(tmp_path / "unmounted")
+    report = index.index_paths("notes", [tmp_path / "drive" / "docs"], HashingEmbedder())
+    assert (report.removed, report.refused) == (0, 1) and table_counts(index)[1:] == (6, 6)
+    statuses = {d.path.name: d.status for d in index.documents("notes")}
+    assert statuses == {
+        **{f"f00{i}.txt": DocumentStatus.INDEXED for i in range(3)},
+        "docs": DocumentStatus.REFUSED,
+    }
+    (tmp_path / "unmounted").rename(tmp_path / "drive")
+    embedder = CountingEmbedder(HashingEmbedder())
+    report = index.index_paths("notes", [tmp_path / "drive" / "docs"], embedder)
+    assert embedder.texts == [] and report.unchanged == 3 and table_counts(index) == (3, 6, 6)
+
+
 def test_files_outside_the_paths_given_are_left_alone(index: DocumentIndex, tmp_path: Path) -> None:
     build(tmp_path / "one", files=2, paragraphs=2)
     build(tmp_path / "two", files=2, paragraphs=2)
