@@ -290,7 +290,9 @@ def cmd_search(args: argparse.Namespace, paths: AppPaths) -> int:
     if not hits:
         print(f"Nothing in “{info.name}” matches.")
     for n, e in enumerate(found.excerpts, start=1):
-        page = f", p. {e.page}" if e.page is not None else ""
+        page = ""
+        if e.page is not None:
+            page = f", p. {e.page}" if e.last_page in (None, e.page) else f", pp. {e.page}–{e.last_page}"
         heading = f" · {e.heading}" if e.heading else ""
         print(f"[{n}] {e.path}{page}{heading}  (score {e.score:.4f})")
         print("    " + " ".join(e.text.split())[:400])
