@@ -4,6 +4,7 @@ SDK against a real server on loopback: the real all-MiniLM-L6-v2 GGUF, real docu
 from __future__ import annotations
 
 import base64
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -194,3 +195,31 @@ def test_bad_documents_fields(server, field, status, words) -> None:
     )
     assert code == status, reply
     assert reply["error"]["param"].startswith("documents") and words in reply["error"]["message"]
+
+
+def test_hearth_serve_embedding_model(scripted_model: Path, embedder_gguf: Path, embedder) -> None:  # noqa: F811
+    from tests.api_support import Serve
+
+    serve = Serve(str(scripted_model), "--port", "0", "--ctx", "512", "--parallel", "1",
+                  "--embedding-model", str(embedder_gguf))  # fmt: skip
+    try:
+        url = serve.read_until(r"at (http://127\.0\.0\.1:\d+/v1) ").group(1)
+        assert any(
+            line.startswith(f"Embeddings: {embedder_gguf.name} (384 dimensions)") for line in serve.lines
+        )
+        client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+        reply = client.embeddings.create(model="m", input=TEXTS)
+        direct = embedder.embed(TEXTS)
+        assert min(cosine(d.embedding, v) for d, v in zip(reply.data, direct, strict=True)) >= 0.9999
+        serve.read_until(r"POST /v1/embeddings 200")
+    finally:
+        code, err = serve.stop(signal.SIGTERM)
+    assert code == 0 and "Traceback" not in err
+
+
+def test_hearth_serve_refuses_a_chat_model_as_the_embedding_model(scripted_model: Path) -> None:
+    from tests.api_support import TIMEOUT, Serve
+
+    serve = Serve(str(scripted_model), "--embedding-model", str(scripted_model))
+    _, err = serve.proc.communicate(timeout=TIMEOUT)
+    assert serve.proc.returncode == 2 and err.startswith("hearth: ") and err.count("\n") == 1
