@@ -181,18 +181,22 @@ def _run_cancellable(work: Any, control: Any) -> Any:
     """``work()`` on a thread of its own, so Ctrl+C reaches this one, which asks the run to
     stop at its next checkpoint (a file's transaction is never cut in half) and waits for it."""
     box: dict[str, Any] = {}
+    done = threading.Event()
 
     def run() -> None:
         try:
             box["value"] = work()
         except BaseException as error:  # re-raised here
             box["error"] = error
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=run, name="hearth-docs-add", daemon=True)
-    thread.start()
-    while thread.is_alive():
+    # An Event, not Thread.join: a Ctrl+C inside join can leave the thread marked as ended
+    # while it still runs (CPython before 3.13).
+    threading.Thread(target=run, name="hearth-docs-add", daemon=True).start()
+    while not done.is_set():
         try:
-            thread.join(0.2)
+            done.wait(0.2)
         except KeyboardInterrupt:
             control.cancel()
     if "error" in box:

@@ -251,3 +251,38 @@ def test_chat_says_when_the_documents_were_given_whole(capsys, tmp_path, citing_
 def test_chat_docs_errors_are_one_line(capsys, tmp_path, citing_model) -> None:
     code, _, err = run(capsys, tmp_path / "data", "chat", str(citing_model), "q", "--docs", "missing")
     assert code == 2 and "no collection named" in err
+
+
+def test_ctrl_c_cancels_cleanly_and_keeps_the_files_finished(tmp_path, embedder_gguf) -> None:  # noqa: F811
+    import signal
+
+    FILES = 40
+    docs = tmp_path / "many"
+    docs.mkdir()
+    for i in range(FILES):
+        (docs / f"note-{i:03}.txt").write_text(f"Note {i}. " + f"Ordinary words about topic {i}. " * 40)
+    data = tmp_path / "data"
+    base = [sys.executable, "-m", "app", "--data-dir", str(data), "docs"]
+    proc = subprocess.Popen(
+        [*base, "add", "many", str(docs), "--embedder", str(embedder_gguf)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    while not (line := proc.stderr.readline()).startswith(f"2/{FILES} files"):
+        assert line, "ended before indexing two files"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "cancelled" in err
+    listed = subprocess.run([*base, "list", "many", "--json"], capture_output=True, text=True, timeout=60)
+    statuses = [d["status"] for d in json.loads(listed.stdout)["documents"]]
+    indexed = statuses.count("indexed")
+    assert 2 <= indexed < FILES and set(statuses) <= {"indexed", "pending"}
+    assert out.startswith(f"many: {indexed} document(s) indexed")
+    # Run again: the rest, and none of the finished ones embedded twice.
+    again = subprocess.run(
+        [*base, "add", "many", str(docs), "--embedder", str(embedder_gguf)], capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0
+    assert again.stdout.startswith(f"many: {FILES - indexed} document(s) indexed")
