@@ -35,9 +35,14 @@ def load(
 class ServerThread:
     """``with ServerThread(lambda: model) as server:`` — listening on a free port."""
 
-    def __init__(self, model: Callable[[], LoadedModel | None], config: ServerConfig | None = None) -> None:
+    def __init__(
+        self,
+        model: Callable[[], LoadedModel | None],
+        config: ServerConfig | None = None,
+        embedder: Callable[[], Any] | None = None,
+    ) -> None:
         self.config = config or ServerConfig(port=0)
-        self.server = ApiServer(self.config, model)
+        self.server = ApiServer(self.config, model, embedder=embedder)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="api-test-loop", daemon=True)
         self._started = threading.Event()

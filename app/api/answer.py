@@ -41,7 +41,10 @@ def whole_answer(spec: GenerationSpec, ids: ResponseIds, completion: Completion,
     shaper.finish()
     finished(completion, shaper)
     logprobs = chat_logprobs(completion.logprobs) if spec.logprobs is not None else None
-    return ids.chat_completion(completion, shaper, logprobs)
+    answer = ids.chat_completion(completion, shaper, logprobs)
+    if spec.sources:
+        answer["sources"] = list(spec.sources)
+    return answer
 
 
 async def next_event(stream: EngineStream) -> object:
@@ -111,7 +114,10 @@ class _ChatWriter:
         await self._pieces(self._shaper.finish())
         finished(completion, self._shaper)
         reason = self._shaper.finish_reason(completion.stop_reason)
-        await self._send(self._ids.chat_chunk({}, reason, logprobs=self._take(), with_usage=self._usage))
+        last = self._ids.chat_chunk({}, reason, logprobs=self._take(), with_usage=self._usage)
+        if self._spec.sources:
+            last["sources"] = list(self._spec.sources)
+        await self._send(last)
 
     async def _pieces(self, pieces: list[Piece]) -> None:
         for piece in pieces:

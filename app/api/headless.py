@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 
@@ -28,6 +29,7 @@ class ServeOptions:
     plan: LoadPlan
     config: ServerConfig
     speculation: SpeculationConfig | None = None
+    embedding_model: Path | None = None  # /v1/embeddings and document search (None: refused)
 
 
 def say(line: str) -> None:
@@ -53,6 +55,7 @@ async def _serve(options: ServeOptions) -> int:
     loaded = _watch_load(model, loop)
     model.start()
     stopping = asyncio.ensure_future(stop.wait())
+    closing: list[Callable[[], None]] = []
     try:
         await asyncio.wait({loaded, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not loaded.done():
@@ -63,7 +66,20 @@ async def _serve(options: ServeOptions) -> int:
         if error is not None:
             print(f"hearth: {error.message}", file=sys.stderr, flush=True)
             return 2
-        server = ApiServer(options.config, lambda: model, on_request=lambda r: say(r.line()))
+        embedder = None
+        if options.embedding_model is not None:
+            from engine import open_embedder
+
+            try:
+                embedder = await asyncio.to_thread(open_embedder, options.embedding_model)
+            except EngineError as exc:
+                print(f"hearth: {exc.message}", file=sys.stderr, flush=True)
+                return 2
+            closing.append(embedder.close)
+            say(f"Embeddings: {options.embedding_model.name} ({embedder.dim} dimensions)")
+        server = ApiServer(
+            options.config, lambda: model, on_request=lambda r: say(r.line()), embedder=lambda: embedder
+        )
         try:
             await server.start()
         except EngineError as exc:
@@ -82,6 +98,8 @@ async def _serve(options: ServeOptions) -> int:
         stopping.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        for close in closing:
+            await asyncio.to_thread(close)
         await asyncio.to_thread(model.unload)
 
 

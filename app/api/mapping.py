@@ -78,6 +78,8 @@ class GenerationSpec:
     images: int = 0
     output: OutputPlan = OutputPlan()
     logprobs: int | None = None  # None: none asked; n: the sampled token's and n alternatives
+    # The excerpts a "documents" request was grounded in ({"n", "path", "page", "text"}).
+    sources: tuple[dict[str, Any], ...] = ()
 
 
 _SAMPLING = frozenset({
@@ -93,6 +95,7 @@ _CHAT = _COMMON | {
     "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
     "parallel_tool_calls", "response_format", "functions", "function_call", "logit_bias",
     "modalities", "audio",
+    "documents",  # Hearth's: collections to answer from (app/api/documents.py reads it)
 }  # fmt: skip
 _COMPLETION = _COMMON | {"prompt", "suffix", "echo", "best_of", "logit_bias"}
 # Accepted and ignored: they cannot change what the model writes.

@@ -26,6 +26,8 @@ from app.api import metrics
 from app.api.answer import stream_answer, whole_answer
 from app.api.body import LARGE_BODY, read_json
 from app.api.bridge import EngineStream
+from app.api.documents import DocumentsSource, read_documents
+from app.api.embeddings import EmbedderProvider, embeddings_response
 from app.api.errors import ApiError, ErrorType, from_engine_error, no_model, server_stopping
 from app.api.mapping import Endpoint, GenerationSpec, ModelFacts, map_request
 from app.api.metrics import ServerCounters
@@ -78,6 +80,8 @@ class ServerState:
 
     model: ModelProvider
     max_body_bytes: int
+    embedder: EmbedderProvider | None = None
+    documents: DocumentsSource = field(default_factory=lambda: DocumentsSource(None, None))
     log: RequestLog = field(default_factory=RequestLog)
     counters: ServerCounters = field(default_factory=ServerCounters)
     replies: ReplyCache = field(default_factory=ReplyCache)
@@ -120,6 +124,8 @@ class Routes:
         r.add_post("/chat/completions", self.chat_completions)
         r.add_post("/v1/completions", self.completions)
         r.add_post("/completions", self.completions)
+        r.add_post("/v1/embeddings", self.embeddings)
+        r.add_post("/embeddings", self.embeddings)
 
     # -- small endpoints -------------------------------------------------------------
 
@@ -160,6 +166,20 @@ class Routes:
         text = metrics.render(self.state.counters, stats)
         return web.Response(text=text, content_type="text/plain", charset="utf-8",
                             headers={"X-Content-Type-Options": "nosniff"})  # fmt: skip
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        arrived, t0 = time.time(), time.perf_counter()
+        outcome = Outcome()
+        try:
+            embedder = self.state.embedder() if self.state.embedder is not None else None
+            body, _ = await read_json(request, self.state.max_body_bytes)
+            answer = await embeddings_response(body, embedder)
+            return web.json_response(answer, dumps=_dumps)
+        except ApiError as exc:
+            outcome.status, outcome.error = exc.status, exc.message
+            raise
+        finally:
+            self._record(request, arrived, time.perf_counter() - t0, outcome)
 
     # -- generation ------------------------------------------------------------------
 
@@ -202,6 +222,8 @@ class Routes:
         else:
             spec = map_request(body, endpoint, facts, client, lookup)
         outcome.stream = spec.stream
+        if endpoint is Endpoint.CHAT and (ask := read_documents(body)) is not None:
+            spec = await state.documents.ground(spec, ask, facts.context_per_conversation)
         if model is not state.model():  # replaced while the body was read
             model = state.ready_model()
         try:

@@ -12,10 +12,13 @@ import errno
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
 from app.api.body import too_large
+from app.api.documents import DocumentsSource
+from app.api.embeddings import EmbedderProvider
 from app.api.errors import ApiError, ErrorType
 from app.api.guard import api_key_guard, cors_responder, host_guard, origin_guard
 from app.api.request_log import RequestLog, RequestRecord
@@ -41,6 +44,8 @@ class ServerConfig:
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES
+    # The documents index a chat request's "documents" field searches (None: refused).
+    documents_file: Path | None = None
 
 
 def url_host(host: str) -> str:
@@ -56,9 +61,16 @@ class ApiServer:
         config: ServerConfig,
         model: ModelProvider,
         on_request: Callable[[RequestRecord], None] | None = None,
+        embedder: EmbedderProvider | None = None,
     ) -> None:
+        """``embedder``: the embedding model ``/v1/embeddings`` and document search use."""
         self.config = config
-        self.state = ServerState(model=model, max_body_bytes=config.max_body_bytes)
+        self.state = ServerState(
+            model=model,
+            max_body_bytes=config.max_body_bytes,
+            embedder=embedder,
+            documents=DocumentsSource(config.documents_file, embedder),
+        )
         if on_request is not None:
             self.state.log.listeners.append(on_request)
         self._runner: web.AppRunner | None = None
@@ -116,6 +128,7 @@ class ApiServer:
         for stream in list(self.state.streams):
             stream.cancel(server_stopping=True)
         await runner.cleanup()
+        self.state.documents.close()
 
 
 def _listen_error(config: ServerConfig, exc: OSError) -> str:

@@ -2,7 +2,8 @@
 
 ``commands`` builds the parser and runs; each command group has its module (``models``:
 inspect, plan, hardware; ``chat``: chat, bench; ``serve``: serve, worker; ``hub``: search,
-pull); ``options`` holds the options they share, ``output`` the printing.
+pull; ``docs``: docs add, list, remove, search, its bar in ``docs_progress``); ``options``
+holds the options they share, ``output`` the printing.
 """
 
 from engine import lazy_exports

@@ -1,12 +1,19 @@
-"""``hearth chat`` and ``hearth bench``: one streamed reply, and the engine's throughput."""
+"""``hearth chat`` and ``hearth bench``: one streamed reply, and the engine's throughput.
+
+``chat --docs COLLECTION`` grounds the question in the collection's excerpts (retrieved for
+the loaded model's context per conversation) and lists the ones the reply cites."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app.cli import docs
 from app.cli.options import (
     add_speculation_options,
     add_threads_option,
@@ -19,7 +26,14 @@ from app.cli.options import (
 )
 from app.cli.output import print_json
 from app.platform.paths import AppPaths
-from engine import DEFAULT_CONTEXT_PER_CONVERSATION, DEFAULT_MAX_TOKENS, SamplingParams
+from engine import (
+    DEFAULT_CONTEXT_PER_CONVERSATION,
+    DEFAULT_MAX_TOKENS,
+    SamplingParams,
+    cited_numbers,
+    ground_messages,
+    to_jsonable,
+)
 
 
 def add_commands(sub: Any) -> None:
@@ -50,6 +64,16 @@ def add_commands(sub: Any) -> None:
     add_threads_option(p)
     add_worker_options(p)
     p.add_argument(
+        "--docs",
+        action="append",
+        default=[],
+        metavar="COLLECTION",
+        help="answer from this collection's documents, citing them (repeatable)",
+    )
+    p.add_argument(
+        "--embedder", type=Path, metavar="GGUF", default=None, help="the embedding model the collections use"
+    )
+    p.add_argument(
         "--json", action="store_true", help="print one JSON object at the end instead of streaming"
     )
 
@@ -67,11 +91,9 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
     from engine import (
         ChatMessage,
         ChatRequest,
-        Completed,
         Engine,
         ImageRejected,
         SamplingParams,
-        TextDelta,
         inspect_model,
         load_images,
         plan_load,
@@ -97,24 +119,26 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
     request.validate()
     speculation = read_speculation(args)
     plan = plan_load(inspect_model(args.model), read_hardware(args), read_load_request(args, speculation))
-    model = Engine.load(plan, speculation=speculation).wait_ready()
-    try:
-        handle = model.submit(request)
-        try:
-            for event in handle.events():
-                if isinstance(event, TextDelta) and not args.json:
-                    sys.stdout.write(event.text)
-                    sys.stdout.flush()
-                elif isinstance(event, Completed) and not args.json:
-                    sys.stdout.write("\n")
-        except KeyboardInterrupt:
-            handle.cancel()
-        completion = handle.wait()
-    finally:
-        model.unload()
+    with ExitStack() as stack:
+        index = stack.enter_context(docs.open_index(paths)) if args.docs else None
+        model = Engine.load(plan, speculation=speculation).wait_ready()
+        stack.callback(model.unload)
+        retrieval = None
+        if index is not None:
+            retrieval = _retrieve(stack, index, args, paths, model.context_per_conversation)
+            request = replace(request, messages=ground_messages(request.messages, retrieval))
+        completion = _stream(model, request, args.json)
     if args.json:
-        print_json(completion)
+        data = to_jsonable(completion)
+        if retrieval is not None:
+            data["sources"] = [_source_json(e) for e in retrieval.excerpts]
+            data["cited"] = cited_numbers(completion.text, [e.n for e in retrieval.excerpts])
+            data["whole"] = retrieval.whole
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     else:
+        if retrieval is not None:
+            _print_sources(completion.text, retrieval)
         t = completion.timings
         drafts = (
             f" · {completion.accepted}/{completion.drafted} drafts accepted" if completion.drafted else ""
@@ -126,6 +150,59 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _retrieve(stack: ExitStack, index: Any, args: argparse.Namespace, paths: AppPaths, context: int) -> Any:
+    """The excerpts of ``--docs`` for the prompt, fitted to the model's context per conversation."""
+    from engine import retrieve
+
+    infos = [index.collection(name) for name in args.docs]
+    embedder = stack.enter_context(
+        docs.open_embedder_for(paths, args.embedder, [(i.name, i.embedder) for i in infos])
+    )
+    return retrieve(index, [i.name for i in infos], args.prompt, embedder, context_tokens=context)
+
+
+def _stream(model: Any, request: Any, quiet: bool) -> Any:
+    from engine import Completed, TextDelta
+
+    handle = model.submit(request)
+    try:
+        for event in handle.events():
+            if isinstance(event, TextDelta) and not quiet:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, Completed) and not quiet:
+                sys.stdout.write("\n")
+    except KeyboardInterrupt:
+        handle.cancel()
+    return handle.wait()
+
+
+def _source_json(e: Any) -> dict[str, Any]:
+    return {"n": e.n, "path": str(e.path), "page": e.page, "text": e.text}
+
+
+def _print_sources(reply: str, retrieval: Any) -> None:
+    """The excerpts the reply cites, by their numbers: one never given, or given and not cited,
+    is not listed."""
+    from engine import excerpt_label
+
+    cited = cited_numbers(reply, [e.n for e in retrieval.excerpts])
+    if retrieval.whole:
+        print("(the documents were given whole)")
+    if not retrieval.excerpts:
+        print("(nothing in the documents matched the question)")
+        return
+    if not cited:
+        print("(the reply cites none of the excerpts)")
+        return
+    print("Sources:")
+    for n in cited:
+        e = retrieval.by_number(n)
+        assert e is not None  # cited_numbers keeps only the numbers given
+        print(f"[{n}] {excerpt_label(e)}")
+        print("    " + " ".join(e.text.split())[:300])
 
 
 def cmd_bench(args: argparse.Namespace, paths: AppPaths) -> int:

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from app.cli import chat, hub, models, serve
+from app.cli import chat, docs, hub, models, serve
 from app.cli.options import add_path_options
 from app.platform.paths import AppPaths, resolve_paths
 from engine import EngineError
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_commands(sub)
     models.add_hardware_command(sub)
     hub.add_commands(sub)
+    docs.add_commands(sub)
 
     sub.add_parser("setup-default-model", help="set up the default chat model and embedding model")
     return parser
@@ -62,6 +63,7 @@ def run_cli(argv: list[str]) -> int:
         "setup-default-model": cmd_setup_default_model,
         "search": hub.cmd_search,
         "pull": hub.cmd_pull,
+        "docs": docs.cmd_docs,
     }
     try:
         paths = resolve_paths(args.data_dir, args.models_dir).check()

@@ -60,6 +60,14 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--gpu-layers", default="auto", help="'auto' or a number of layers")
     add_kv_option(p)
     p.add_argument("--mmproj", type=Path, default=None, help="vision projector (for image_url parts)")
+    p.add_argument(
+        "--embedding-model",
+        type=Path,
+        default=None,
+        metavar="GGUF",
+        help="serve /v1/embeddings and document search with this model "
+        "(default: Hearth's all-MiniLM-L6-v2 when it is set up)",
+    )
     add_threads_option(p)
     add_speculation_options(p)
 
@@ -101,9 +109,26 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
     request = read_load_request(args, speculation)
     plan = plan_load(inspect_model(args.model), planning_hardware(), request)
     config = ServerConfig(
-        host=args.host, port=args.port, api_key=args.api_key or None, cors_origins=tuple(args.cors_origin)
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key or None,
+        cors_origins=tuple(args.cors_origin),
+        documents_file=paths.documents_file,
     )
-    return run_serve(ServeOptions(plan, config, speculation))
+    return run_serve(ServeOptions(plan, config, speculation, embedding_model(args.embedding_model, paths)))
+
+
+def embedding_model(given: Path | None, paths: AppPaths) -> Path | None:
+    """``--embedding-model``, checked; else the default embedder if setup made it (it is not
+    converted here: `hearth serve` starts as fast as it did)."""
+    from app.platform.embedding_model import EMBEDDER_NAME
+    from engine import read_embedding_model
+
+    if given is None:
+        default = paths.embedders_dir / EMBEDDER_NAME
+        return default if default.is_file() else None
+    read_embedding_model(given)  # a chat model or a missing file: one line, before anything loads
+    return given
 
 
 def cmd_worker(args: argparse.Namespace, paths: AppPaths) -> int:

@@ -46,6 +46,12 @@ class AppPaths:
         return self.data_dir / "hearth.sqlite3"
 
     @property
+    def documents_file(self) -> Path:
+        """The documents index (collections, chunks, vectors): its own SQLite file, so
+        indexing never locks the chat store."""
+        return self.data_dir / "documents.sqlite3"
+
+    @property
     def embedders_dir(self) -> Path:
         """Embedding models Hearth made itself (the default one, converted at setup)."""
         return self.data_dir / "embedders"

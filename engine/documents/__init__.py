@@ -82,6 +82,8 @@ _EXPORTS = {
     "prompt_block": "citations",
     "ground_messages": "grounding",
     "grounded_text": "grounding",
+    # the CLI's Sources list (d28-cli)
+    "excerpt_label": "citations",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

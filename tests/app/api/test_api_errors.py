@@ -179,7 +179,7 @@ def test_completions_refuse_what_they_cannot_do(server: ServerThread) -> None:
 
 
 def test_unknown_paths_and_methods_answer_in_the_same_shape(server: ServerThread) -> None:
-    status, _, payload = server.request("POST", "/v1/embeddings", {"input": "x"})
+    status, _, payload = server.request("POST", "/v1/audio/speech", {"input": "x"})
     assert_error(status, json.loads(payload), 404, says="Unknown endpoint", kind="not_found_error")
     status, _, payload = server.request("GET", "/v1/chat/completions")
     assert_error(status, json.loads(payload), 405, says="does not take GET")
