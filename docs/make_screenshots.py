@@ -42,11 +42,11 @@ def main() -> None:
     from PIL import Image, ImageDraw
 
     from app.application import create_application
-    from app.platform.qwen_model import ensure_chat_model
     from app.platform.default_model import ensure_default_model
-    from app.window.main_window import MainWindow
     from app.platform.paths import resolve_paths
+    from app.platform.qwen_model import ensure_chat_model
     from app.widgets.nav_rail import Page
+    from app.window.main_window import MainWindow
     from engine.devtools.tiny_models import write_tiny_projector, write_tiny_text_model
 
     app = create_application()
@@ -263,9 +263,9 @@ def first_minutes() -> None:
     """The picker open over a chat, a chat queued behind another, Settings' pages and a
     broken file in the library, each at both sizes; ``first-window`` as it opened."""
     from app.application import create_application
-    from app.platform.qwen_model import ensure_chat_model
     from app.platform.default_model import ensure_default_model
     from app.platform.paths import resolve_paths
+    from app.platform.qwen_model import ensure_chat_model
     from app.settings.preferences import Preferences
     from app.widgets.nav_rail import Page
     from app.widgets.settings_dialog import SettingsPage
