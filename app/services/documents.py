@@ -411,7 +411,8 @@ class DocumentsService(QObject):
             if news or now - last[0] >= PROGRESS_INTERVAL_S:
                 last[:] = [now, event.files_done, event.phase]
                 self._progressed.emit(event)
-            if event.phase is IndexPhase.INDEXING and now - listed[0] >= LISTING_INTERVAL_S:
+            due = event.phase is IndexPhase.INDEXING and now - listed[0] >= LISTING_INTERVAL_S
+            if due or event.phase is IndexPhase.PAUSED:  # paused: the list as it stands
                 listed[0] = now
                 self._list([job.collection])
 

@@ -1,4 +1,4 @@
-"""The window's one navigation: a slim column of pages (Chats, Models, Discover) at the left edge."""
+"""The window's one navigation: a slim column of pages (Chats, Models, Discover, Documents) at the left."""
 
 from __future__ import annotations
 
@@ -14,13 +14,20 @@ class Page(enum.Enum):
     CHATS = "chats"
     MODELS = "models"
     DISCOVER = "discover"
+    DOCUMENTS = "documents"
 
 
-PAGE_LABELS = {Page.CHATS: "Chats", Page.MODELS: "Models", Page.DISCOVER: "Discover"}
+PAGE_LABELS = {
+    Page.CHATS: "Chats",
+    Page.MODELS: "Models",
+    Page.DISCOVER: "Discover",
+    Page.DOCUMENTS: "Documents",
+}
 PAGE_TIPS = {
     Page.CHATS: "Conversations with the loaded model (Ctrl+1)",
     Page.MODELS: "Your models: what fits this machine, load and unload (Ctrl+2)",
     Page.DISCOVER: "Find models on the Hugging Face Hub: see what fits before downloading (Ctrl+3)",
+    Page.DOCUMENTS: "Collections of your files that chats can search and cite (Ctrl+4)",
 }
 RAIL_WIDTH = 76
 

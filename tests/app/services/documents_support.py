@@ -13,8 +13,8 @@ from tests.engine.documents.document_files import write_scanned_pdf
 
 WAIT = 60_000  # ms: indexing on one thread of a shared 2-core machine
 TEXT_DOCUMENTS = ("bicycle_maintenance.txt", "espresso_machine_manual.md", "http_retry.py")
-BINARY_TXT = "notes.txt"
-SCANNED_PDF = "scanned.pdf"
+BINARY_TXT = "0-notes.txt"  # first in the scan's order: refused before a pause
+SCANNED_PDF = "0-scanned.pdf"
 
 
 def docs_folder(folder: Path, names: tuple[str, ...] = TEXT_DOCUMENTS, copies: int = 1) -> Path:
