@@ -111,8 +111,7 @@ class IndexProgressView(QFrame):
         self.current.setToolTip(str(event.current) if event.current is not None else "")
         self._set_paused(phase == "paused")
         if phase == "paused":
-            self.rate.setText("Paused" + (f" · {event.files_done} of {event.files_total} done"
-                                          if event.files_total else ""))  # fmt: skip
+            self.rate.setText(" · ".join(p for p in ("Paused", rate_text(event)) if p))
 
     def stop(self) -> None:
         self.setVisible(False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QButtonGroup, QFrame, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 
@@ -40,7 +41,6 @@ class NavRail(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("navRail")
-        self.setFixedWidth(RAIL_WIDTH)
         self._group = QButtonGroup(self)
         self._group.setExclusive(True)
         self.buttons: dict[Page, QToolButton] = {}
@@ -62,6 +62,12 @@ class NavRail(QFrame):
             self.buttons[page] = button
             layout.addWidget(button)
         layout.addStretch(1)
+        # Wide enough for the longest label in the bold face the buttons use (the margins,
+        # the buttons' padding and a little air beside it): never cut to "Doc…nts".
+        bold = QFont(self.font())
+        bold.setWeight(QFont.Weight.DemiBold)
+        widest = max(QFontMetrics(bold).horizontalAdvance(label) for label in PAGE_LABELS.values())
+        self.setFixedWidth(max(RAIL_WIDTH, widest + 2 * 6 + 2 * 2 + 12))
         self.setStyleSheet(
             "QFrame#navRail { background: palette(alternate-base); border-right: 1px solid palette(mid); }"
             "QFrame#navRail QToolButton { border: none; border-radius: 6px; padding: 6px 2px;"
