@@ -1,16 +1,11 @@
-"""The window's documents: collections indexed on a worker thread, their progress as signals, the
-folders watched, and excerpts retrieved for a question off the GUI thread.
+"""The window's documents: collections indexed on a worker, progress as signals, the folders
+watched (``document_watch``), excerpts for a question retrieved off the GUI thread.
 
-``DocumentsService`` owns the documents index (its own SQLite file, so indexing never locks
-the chat store) and the embedder. Neither is opened when the service is made: the index pulls
-in numpy and the embedder llama.cpp, so both open on a worker the first time something needs
-them (``start`` lists the collections that way once the window is up); converting the default
-embedder the first time happens there too.
-
-Two workers: one runs indexing jobs one at a time, in the order asked (a job for a collection
-already waiting is not queued twice); the other lists, creates and answers questions, so a
-question is answered while a folder indexes (WAL: it reads what is committed). Renaming and
-removing go through the indexing queue: they must not race a run writing the same rows.
+``DocumentsService`` owns the index (its own SQLite file: indexing never locks the chat store)
+and the embedder, both opened on a worker when first needed (numpy, llama.cpp; converting the
+default embedder too), never when the service is made. One worker runs indexing jobs one at a
+time in order (renames and removals too: they must not race a run); the other lists, creates
+and answers questions, so a question is answered while a folder indexes (WAL).
 """
 
 from __future__ import annotations
@@ -25,10 +20,11 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from app.platform.embedding_model import ensure_default_embedder
 from app.platform.paths import AppPaths
+from app.services.document_watch import RESCAN_DELAY_MS, FolderWatch, watch_list
 from engine import EngineError
 
 if TYPE_CHECKING:
@@ -44,18 +40,12 @@ if TYPE_CHECKING:
         Retrieval,
     )
 
-# How long the folders must be quiet after a change before their collection is rescanned: an
-# editor's save (temporary file, rename, attributes) or a copy of many files is one rescan.
-RESCAN_DELAY_MS = 2000
 # Progress events handed to the GUI at most this often within one file (every file's end and
 # every change of phase always go): a fast run must not flood the event loop.
 PROGRESS_INTERVAL_S = 0.1
 # A collection's file list is read again at most this often while it indexes (each read is
 # the whole list: reading it per file would be quadratic in the files).
 LISTING_INTERVAL_S = 1.0
-# Paths watched at most (folders first): inotify's watches are a per-user limit shared with
-# every other program.
-MAX_WATCHED = 4000
 
 RetrieveCallback = Callable[["Retrieval | None", "str | None"], None]
 
@@ -136,18 +126,13 @@ class DocumentsService(QObject):
         # Paths asked for while the collection needed a reindex first: added once it is agreed to.
         self._after_reindex: dict[str, tuple[Path, ...]] = {}
         self.last_progress: IndexProgress | None = None
-        self.watcher = QFileSystemWatcher(self)
-        self.watcher.fileChanged.connect(self._path_changed)
-        self.watcher.directoryChanged.connect(self._path_changed)
-        self._watched: dict[str, frozenset[str]] = {}
-        self._timers: dict[str, QTimer] = {}
-        self.rescan_delay_ms = rescan_delay_ms
+        self.watch = FolderWatch(self._rescan_watched, rescan_delay_ms, self)
         self._listed.connect(self._on_listed)
         self._started.connect(self._on_started)
         self._progressed.connect(self._on_progress)
         self._done.connect(self._on_done)
         self._planned.connect(self.reindex_planned)
-        self._watch.connect(self._on_watch)
+        self._watch.connect(self.watch.set_paths)
         self._answered.connect(self._on_answered)
         self._failed_line.connect(self.failed)
         self._embedder_opened.connect(self._on_embedder)
@@ -304,8 +289,7 @@ class DocumentsService(QObject):
         self._closed = True
         for job in list(self._queue):
             self._cancel(job)
-        for timer in self._timers.values():
-            timer.stop()
+        self.watch.stop()
         self._jobs_pool.shutdown(wait=True, cancel_futures=True)
         self._reads_pool.shutdown(wait=True, cancel_futures=True)
         if self._embedder_obj is not None:
@@ -314,9 +298,6 @@ class DocumentsService(QObject):
         if self._index_obj is not None:
             self._index_obj.close()
             self._index_obj = None
-        paths = self.watcher.files() + self.watcher.directories()
-        if paths:
-            self.watcher.removePaths(paths)
 
     # -- workers' side ---------------------------------------------------------------------
 
@@ -364,7 +345,7 @@ class DocumentsService(QObject):
         if watch:
             for info in collections:
                 if info.name in listings:
-                    self._watch.emit(info.name, _watch_list(info, listings[info.name][0]))
+                    self._watch.emit(info.name, watch_list(info, listings[info.name][0]))
 
     def _run(self, job: _Job) -> None:
         self._started.emit(job)
@@ -493,48 +474,12 @@ class DocumentsService(QObject):
         self._memory = memory
         self.embedder_ready.emit(memory)
 
+    def _rescan_watched(self, name: str) -> None:
+        if not self._closed:
+            self.rescan(name)
+
     def _on_answered(self, callback: RetrieveCallback, result: Retrieval | None, error: str | None) -> None:
         callback(result, error)
-
-    # -- the watcher -----------------------------------------------------------------------
-
-    def _on_watch(self, name: str, paths: frozenset[str]) -> None:
-        if self._closed:
-            return
-        if paths:
-            self._watched[name] = paths
-        else:
-            self._watched.pop(name, None)
-            timer = self._timers.pop(name, None)
-            if timer is not None:
-                timer.stop()
-        wanted: set[str] = set().union(*self._watched.values()) if self._watched else set()
-        held = set(self.watcher.files()) | set(self.watcher.directories())
-        if held - wanted:
-            self.watcher.removePaths(sorted(held - wanted))
-        if wanted - held:
-            self.watcher.addPaths(sorted(wanted - held))
-
-    def _path_changed(self, path: str) -> None:
-        for name, paths in self._watched.items():
-            if path in paths:
-                self._schedule_rescan(name)
-        # A file replaced by a rename (how editors save) drops out of the watch: take it back.
-        if os.path.exists(path) and path not in self.watcher.files() + self.watcher.directories():
-            self.watcher.addPath(path)
-
-    def _schedule_rescan(self, name: str) -> None:
-        timer = self._timers.get(name)
-        if timer is None:
-            timer = QTimer(self)
-            timer.setSingleShot(True)
-            timer.timeout.connect(lambda n=name: self._rescan_watched(n))
-            self._timers[name] = timer
-        timer.start(self.rescan_delay_ms)  # restarted by each change: one rescan when quiet
-
-    def _rescan_watched(self, name: str) -> None:
-        if not self._closed and name in self._watched:
-            self.rescan(name)
 
 
 def _new_control() -> IndexControl:
@@ -551,23 +496,3 @@ def _paused(event: IndexProgress) -> IndexProgress:
     from engine import IndexPhase
 
     return replace(event, phase=IndexPhase.PAUSED)
-
-
-def _watch_list(info: CollectionInfo, documents: Sequence[DocumentInfo]) -> frozenset[str]:
-    """What to watch for a collection: its sources, the folders under them (files added,
-    removed or renamed), and its files (edited in place) — folders first, capped."""
-    folders: list[str] = []
-    files: list[str] = []
-    for source in info.sources:
-        if source.is_dir():
-            folders.append(str(source))
-            for root, dirs, _files in os.walk(source):
-                dirs[:] = [d for d in dirs if not d.startswith(".")]
-                folders.extend(os.path.join(root, d) for d in dirs)
-                if len(folders) >= MAX_WATCHED:
-                    break
-        elif source.exists():
-            files.append(str(source))
-    files.extend(str(d.path) for d in documents if d.path.exists())
-    ordered = list(dict.fromkeys(folders + files))
-    return frozenset(ordered[:MAX_WATCHED])
