@@ -16,6 +16,7 @@ from app.platform.paths import AppPaths
 from app.platform.resources import resource_path
 from app.services.bundle import Services
 from app.services.discover import DiscoverController
+from app.services.documents import DocumentsService
 from app.services.library import LibraryController
 from app.services.local_server import LocalServer
 from app.services.model_session import ModelSession
@@ -63,9 +64,11 @@ def build_services(
     discover = DiscoverController(paths, hardware, workers=lambda: workers.workers)
     # The Local server: the OpenAI-compatible API serving whatever model is loaded.
     local_server = LocalServer(store, lambda: session.model)
+    # Collections of the user's files: the index and the embedder open on a worker when needed.
+    documents = DocumentsService(paths)
     return Services(
         paths, hardware, store, session, library, recent_folder,
-        remote_servers, workers, discover, local_server,
+        remote_servers, workers, discover, local_server, documents,
     )  # fmt: skip
 
 

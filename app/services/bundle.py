@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from app.platform.paths import AppPaths
 from app.services.discover import DiscoverController
+from app.services.documents import DocumentsService
 from app.services.library import LibraryController
 from app.services.local_server import LocalServer
 from app.services.model_session import ModelSession
@@ -29,3 +30,4 @@ class Services:
     workers: WorkerRegistry
     discover: DiscoverController
     local_server: LocalServer
+    documents: DocumentsService

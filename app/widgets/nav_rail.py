@@ -1,10 +1,11 @@
-"""The window's one navigation: a slim column of pages (Chats, Models, Discover) at the left edge."""
+"""The window's one navigation: a slim column of pages (Chats, Models, Discover, Documents) at the left."""
 
 from __future__ import annotations
 
 import enum
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QButtonGroup, QFrame, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 
@@ -14,13 +15,20 @@ class Page(enum.Enum):
     CHATS = "chats"
     MODELS = "models"
     DISCOVER = "discover"
+    DOCUMENTS = "documents"
 
 
-PAGE_LABELS = {Page.CHATS: "Chats", Page.MODELS: "Models", Page.DISCOVER: "Discover"}
+PAGE_LABELS = {
+    Page.CHATS: "Chats",
+    Page.MODELS: "Models",
+    Page.DISCOVER: "Discover",
+    Page.DOCUMENTS: "Documents",
+}
 PAGE_TIPS = {
     Page.CHATS: "Conversations with the loaded model (Ctrl+1)",
     Page.MODELS: "Your models: what fits this machine, load and unload (Ctrl+2)",
     Page.DISCOVER: "Find models on the Hugging Face Hub: see what fits before downloading (Ctrl+3)",
+    Page.DOCUMENTS: "Collections of your files that chats can search and cite (Ctrl+4)",
 }
 RAIL_WIDTH = 76
 
@@ -33,7 +41,6 @@ class NavRail(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("navRail")
-        self.setFixedWidth(RAIL_WIDTH)
         self._group = QButtonGroup(self)
         self._group.setExclusive(True)
         self.buttons: dict[Page, QToolButton] = {}
@@ -55,6 +62,12 @@ class NavRail(QFrame):
             self.buttons[page] = button
             layout.addWidget(button)
         layout.addStretch(1)
+        # Wide enough for the longest label in the bold face the buttons use (the margins,
+        # the buttons' padding and a little air beside it): never cut to "Doc…nts".
+        bold = QFont(self.font())
+        bold.setWeight(QFont.Weight.DemiBold)
+        widest = max(QFontMetrics(bold).horizontalAdvance(label) for label in PAGE_LABELS.values())
+        self.setFixedWidth(max(RAIL_WIDTH, widest + 2 * 6 + 2 * 2 + 12))
         self.setStyleSheet(
             "QFrame#navRail { background: palette(alternate-base); border-right: 1px solid palette(mid); }"
             "QFrame#navRail QToolButton { border: none; border-radius: 6px; padding: 6px 2px;"

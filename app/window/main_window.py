@@ -53,6 +53,7 @@ from app.window.actions import Shortcut, main_toolbar, window_action
 from app.window.chats_page import ChatsPage
 from app.window.dashboard_dock import DashboardDock
 from app.window.discover_page import DiscoverPage
+from app.window.documents_page import DocumentsPage
 from app.window.geometry import fit_to_screen
 from app.window.load_display import LoadDisplay
 from app.window.model_loading import ModelLoading
@@ -120,11 +121,13 @@ class MainWindow(QMainWindow):
         )
         self.models_page = ModelsPage(self.library_panel, self.hardware_panel, self.details_stack)
         self.discover_page = DiscoverPage(self.discover)
+        self.documents_page = DocumentsPage(services.documents)  # it closes the service
         self.pages = QStackedWidget()
         self._page_widgets = {
             Page.CHATS: self.chats_page,
             Page.MODELS: self.models_page,
             Page.DISCOVER: self.discover_page,
+            Page.DOCUMENTS: self.documents_page,
         }
         for widget in self._page_widgets.values():
             self.pages.addWidget(widget)
@@ -262,6 +265,7 @@ class MainWindow(QMainWindow):
         self.chats_page_action = action("Chats", "Ctrl+1", lambda: self.show_page(Page.CHATS))
         self.models_page_action = action("Models", "Ctrl+2", lambda: self.show_page(Page.MODELS))
         self.discover_page_action = action("Discover", "Ctrl+3", lambda: self.show_page(Page.DISCOVER))
+        self.documents_page_action = action("Documents", "Ctrl+4", lambda: self.show_page(Page.DOCUMENTS))
         self.quit_action = action("Quit", "Ctrl+Q", self.request_quit, "Quit Hearth (Ctrl+Q)")
         self.quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
         # Esc stops the reply wherever the focus is; enabled only while one streams, so
@@ -341,6 +345,7 @@ class MainWindow(QMainWindow):
         self.workers.stop()
         self.local_server.shutdown()  # API requests end before their model goes
         self.discover.shutdown()  # downloads pause; their parts resume on the next start
+        self.documents_page.shutdown()  # a run stops at its next checkpoint, its files kept
         self.session.unload()
         self.dashboard_dock.shutdown()
         self.library.shutdown()

@@ -179,6 +179,18 @@ class DocumentIndex(IndexStore):
             for r in rows
         ]
 
+    def document_pages(self, name: str) -> dict[int, int]:
+        """Pages of each paged document of the collection (active generation), by document id:
+        the last page its chunks reach (a PDF's pages without text hold no chunk)."""
+        row = self._collection_row(name)
+        rows = self._conn().execute(
+            "SELECT d.id, MAX(c.page) FROM documents d JOIN chunks c ON c.document_id = d.id"
+            " WHERE d.collection_id = ? AND d.embedder = ? AND d.chunking = ? AND c.page IS NOT NULL"
+            " GROUP BY d.id",
+            (row["id"], row["embedder"] or "", row["chunking"]),
+        )
+        return {r[0]: r[1] for r in rows}
+
     def remove_paths(self, name: str, paths: Iterable[Path | str]) -> int:
         """Forget files or folders (not on disk: in the collection); returns documents removed."""
         row = self._collection_row(name)

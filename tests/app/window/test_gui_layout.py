@@ -23,7 +23,7 @@ def inside_window(window: MainWindow, widget) -> bool:
 
 
 def test_one_navigation_with_a_page_per_button(qtbot, window: MainWindow) -> None:
-    assert [b.text() for b in window.nav.buttons.values()] == ["Chats", "Models", "Discover"]
+    assert [b.text() for b in window.nav.buttons.values()] == ["Chats", "Models", "Discover", "Documents"]
     qtbot.mouseClick(window.nav.buttons[Page.CHATS], Qt.MouseButton.LeftButton)
     assert window.current_page() is Page.CHATS
     assert window.conversation_list.isVisible() and window.message_view.isVisible()
@@ -33,6 +33,8 @@ def test_one_navigation_with_a_page_per_button(qtbot, window: MainWindow) -> Non
     assert window.nav.buttons[Page.MODELS].isChecked() and not window.nav.buttons[Page.CHATS].isChecked()
     qtbot.keyClick(window, Qt.Key.Key_3, Qt.KeyboardModifier.ControlModifier)
     assert window.current_page() is Page.DISCOVER and window.discover_page.search_field.isVisible()
+    qtbot.keyClick(window, Qt.Key.Key_4, Qt.KeyboardModifier.ControlModifier)
+    assert window.current_page() is Page.DOCUMENTS and window.documents_page.panel.isVisible()
     qtbot.keyClick(window, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
     assert window.current_page() is Page.CHATS
     # "New chat" is offered once: in the conversation list (and Ctrl+N), not the toolbar too.
