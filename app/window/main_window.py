@@ -46,7 +46,7 @@ from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
 from app.widgets.model_badge import ModelBadge
 from app.widgets.model_panel import ModelPanel
-from app.widgets.nav_rail import NavRail, Page
+from app.widgets.nav_rail import PAGE_LABELS, NavRail, Page
 from app.widgets.remote_panel import RemotePanel
 from app.widgets.settings_dialog import SettingsDialog, SettingsPage
 from app.window.actions import Shortcut, main_toolbar, window_action
@@ -262,10 +262,11 @@ class MainWindow(QMainWindow):
         self.search_action = action("Search chats", "Ctrl+K", self.focus_search)
         picker_tip = f"Choose the model that answers ({PICKER_SHORTCUT})"
         self.picker_action = action("Choose model", PICKER_SHORTCUT, self.open_model_picker, picker_tip)
-        self.chats_page_action = action("Chats", "Ctrl+1", lambda: self.show_page(Page.CHATS))
-        self.models_page_action = action("Models", "Ctrl+2", lambda: self.show_page(Page.MODELS))
-        self.discover_page_action = action("Discover", "Ctrl+3", lambda: self.show_page(Page.DISCOVER))
-        self.documents_page_action = action("Documents", "Ctrl+4", lambda: self.show_page(Page.DOCUMENTS))
+        # Ctrl+1… in the rail's order.
+        self.page_actions = {
+            page: action(PAGE_LABELS[page], f"Ctrl+{i}", lambda _=False, p=page: self.show_page(p))
+            for i, page in enumerate(Page, 1)
+        }
         self.quit_action = action("Quit", "Ctrl+Q", self.request_quit, "Quit Hearth (Ctrl+Q)")
         self.quit_action.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
         # Esc stops the reply wherever the focus is; enabled only while one streams, so

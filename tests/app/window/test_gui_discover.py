@@ -58,7 +58,7 @@ def test_the_rail_has_a_discover_page(qtbot, discover: MainWindow) -> None:
     discover.show_page(Page.CHATS)
     qtbot.mouseClick(discover.nav.buttons[Page.DISCOVER], Qt.MouseButton.LeftButton)
     assert discover.current_page() is Page.DISCOVER
-    assert discover.discover_page_action.shortcut().toString() == "Ctrl+3"
+    assert discover.page_actions[Page.DISCOVER].shortcut().toString() == "Ctrl+3"
 
 
 def test_search_then_the_plan_of_each_quantization_before_download(qtbot, discover: MainWindow,

@@ -136,7 +136,7 @@ def test_files_dropped_on_the_page_join_the_selected_collection(
 
 def test_the_window_has_a_documents_page(qtbot, window) -> None:
     assert window.nav.buttons[Page.DOCUMENTS].text() == "Documents"
-    window.documents_page_action.trigger()
+    window.page_actions[Page.DOCUMENTS].trigger()
     assert window.current_page() is Page.DOCUMENTS and window.nav.page() is Page.DOCUMENTS
     assert window.pages.currentWidget() is window.documents_page
     page = window.documents_page
