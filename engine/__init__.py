@@ -91,6 +91,10 @@ def exports() -> dict[str, str]:
 def __getattr__(name: str) -> Any:
     if name == "__all__":
         return sorted(exports())
+    if name.startswith("__") and name.endswith("__"):
+        # Python's and PySide6's probes (``__wrapped__``, ``__path__``...) are never public
+        # names: answering them by importing every package put numpy into the window's start-up.
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
     target = _owner(name)
     if target is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,15 @@ def test_the_table_itself_breaks_no_rule() -> None:
             assert not targets & set(layers.NOT_FOR_WIDGETS), room
         if room in layers.PURE:
             assert targets <= set(layers.PURE_MAY_REACH), room
+
+
+def test_probing_the_face_for_a_dunder_imports_nothing() -> None:
+    # PySide6's import hook reads ``__wrapped__`` on every module: that must not import the
+    # packages (numpy, gguf) behind the face.
+    code = (
+        "import sys, engine\n"
+        "assert not hasattr(engine, '__wrapped__')\n"
+        "heavy = [m for m in ('numpy', 'gguf', 'llama_cpp', 'engine.catalog') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
