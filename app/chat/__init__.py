@@ -5,6 +5,7 @@ wires them to the engine and the store."""
 from app.chat.composer import Composer
 from app.chat.conversation_list import ConversationList
 from app.chat.conversation_rows import relative_time
+from app.chat.documents_button import DocumentsButton
 from app.chat.data import (
     Attachment,
     ConversationId,
@@ -16,6 +17,7 @@ from app.chat.data import (
     MessageState,
     QueueWait,
     ReplyStats,
+    Source,
     Thought,
     format_prefill,
     format_seconds,
@@ -30,6 +32,7 @@ __all__ = [
     "ConversationId",
     "ConversationList",
     "ConversationSummary",
+    "DocumentsButton",
     "ImageThumb",
     "MarkdownRenderer",
     "MarkdownStyle",
@@ -44,6 +47,7 @@ __all__ = [
     "ReplyStats",
     "SamplingPanel",
     "SamplingSettings",
+    "Source",
     "Thought",
     "format_prefill",
     "format_seconds",

@@ -240,6 +240,8 @@ class MessageRows:
         data = row.data
         state = data.state
         if state is MessageState.PENDING:
+            if data.activity:
+                return data.activity, "muted"
             progress = self.progress.get(data.id)
             if progress is not None:
                 return progress.text(), "muted"
