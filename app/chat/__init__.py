@@ -5,7 +5,6 @@ wires them to the engine and the store."""
 from app.chat.composer import Composer
 from app.chat.conversation_list import ConversationList
 from app.chat.conversation_rows import relative_time
-from app.chat.documents_button import DocumentsButton
 from app.chat.data import (
     Attachment,
     ConversationId,
@@ -22,6 +21,7 @@ from app.chat.data import (
     format_prefill,
     format_seconds,
 )
+from app.chat.documents_button import DocumentsButton
 from app.chat.markdown import MarkdownRenderer, MarkdownStyle, RenderedMarkdown
 from app.chat.message_view import MessageView
 from app.chat.sampling_panel import Preset, SamplingPanel, SamplingSettings

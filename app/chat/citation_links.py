@@ -50,9 +50,7 @@ def _linked_marker(marker: str, numbers: set[int]) -> str:
         return f"[\\[{inner.strip()}\\]]({CITE_SCHEME}:{inner.strip()})"
     # [1, 7]: each number given is a link of its own, brackets and the rest plain.
     parts = re.split(r"(\d+)", inner)
-    linked = "".join(
-        f"[{part}]({CITE_SCHEME}:{part})" if part.isdigit() and int(part) in numbers else part for part in parts
-    )
+    linked = "".join(f"[{p}]({CITE_SCHEME}:{p})" if p.isdigit() and int(p) in numbers else p for p in parts)
     return f"\\[{linked}\\]"
 
 
@@ -82,9 +80,8 @@ def sources_html(text: str, sources: Sequence[Source], note: str, style: Markdow
     shown = cited or list(sources)
     if shown:
         title = SOURCES_TITLE if cited else NONE_CITED_TITLE
-        parts.append(
-            f'<p style="margin-top: 8px; margin-bottom: 3px; color: {style.muted}; {small}"><b>{title}</b></p>'
-        )
+        head = f"margin-top: 8px; margin-bottom: 3px; color: {style.muted}; {small}"
+        parts.append(f'<p style="{head}"><b>{title}</b></p>')
         for source in shown:
             href = f"{SOURCE_SCHEME}:{source.n}"
             parts.append(

@@ -314,7 +314,6 @@ class MessageRows:
         return f"{data.version}/{data.version_count}" if data.version_count > 1 else ""
 
 
-
 def with_state(
     data: MessageData,
     state: MessageState,

@@ -27,7 +27,8 @@ class ConversationDocuments(MessageTree):
         """Search exactly ``names`` in this conversation from now on."""
         chosen = sorted(set(names))
         with self._transaction() as conn:
-            if conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
+            found = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+            if found is None:
                 raise NotFound(f"Conversation {conversation_id} does not exist.")
             conn.execute("DELETE FROM conversation_collections WHERE conversation_id = ?", (conversation_id,))
             conn.executemany(

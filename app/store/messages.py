@@ -13,8 +13,8 @@ import json
 import sqlite3
 import sys
 from array import array
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from app.store.database import Database, loads_object
@@ -131,9 +131,7 @@ class MessageTree(Database):
             for row in rows
         ]
 
-    def _sources_where(
-        self, where: str, values: Sequence[Any], with_: str
-    ) -> dict[int, list[MessageSource]]:
+    def _sources_where(self, where: str, values: Sequence[Any], with_: str) -> dict[int, list[MessageSource]]:
         """The excerpts given to the messages matching ``where``, by message, in number order."""
         found: dict[int, list[MessageSource]] = {}
         rows = self._conn.execute(
