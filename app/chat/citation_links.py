@@ -55,8 +55,8 @@ def _linked_marker(marker: str, numbers: set[int]) -> str:
 
 
 def preview(text: str, words: int = PREVIEW_WORDS) -> str:
-    """The first words of an excerpt, on one line."""
-    split = text.split()
+    """The first words of an excerpt, on one line (Markdown heading marks left out)."""
+    split = re.sub(r"(?m)^\s*#{1,6}\s+", "", text).split()
     return " ".join(split[:words]) + ("…" if len(split) > words else "")
 
 
@@ -87,7 +87,7 @@ def sources_html(text: str, sources: Sequence[Source], note: str, style: Markdow
             parts.append(
                 f'<p style="margin-top: 0px; margin-bottom: 3px; {small}">'
                 f'<a href="{href}" style="color: {style.link}; text-decoration: none;">'
-                f"[{source.n}] {html.escape(source.label())}</a>"
+                f"[{source.n}] {html.escape(source.label(short=True))}</a>"
                 f'<a href="{href}" style="color: {style.muted}; text-decoration: none;">'
                 f" — {html.escape(preview(source.text))}</a></p>"
             )

@@ -275,8 +275,9 @@ class Source:
     def name(self) -> str:
         return self.path.replace("\\", "/").rsplit("/", 1)[-1]
 
-    def label(self) -> str:
-        """Where it comes from in a few words: ``report.pdf, p. 3``, ``notes.md, Setup › Linux``."""
+    def label(self, short: bool = False) -> str:
+        """Where it comes from in a few words: ``report.pdf, p. 3``, ``notes.md, Setup › Linux``
+        (``short``: only the innermost heading, ``notes.md, Linux``)."""
         label = self.name
         if self.page is not None:
             if self.last_page is not None and self.last_page != self.page:
@@ -284,7 +285,7 @@ class Source:
             else:
                 label += f", p. {self.page}"
         if self.heading:
-            label += f", {self.heading}"
+            label += ", " + (self.heading.rsplit(" › ", 1)[-1] if short else self.heading)
         return label
 
 

@@ -19,6 +19,8 @@ class DocumentsButton(QToolButton):
         super().__init__(parent)
         self.setObjectName("documentsButton")
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        # The style's menu arrow overlaps the text at small sizes: the label says ▾ instead.
+        self.setStyleSheet("QToolButton#documentsButton::menu-indicator { image: none; width: 0px; }")
         self.menu_ = QMenu(self)
         self.setMenu(self.menu_)
         self._names: list[str] = []
@@ -64,7 +66,7 @@ class DocumentsButton(QToolButton):
 
     def _label(self) -> None:
         count = len(self.chosen())
-        self.setText(f"Documents · {count}" if count else "Documents")
+        self.setText(f"Documents · {count} ▾" if count else "Documents ▾")
         self.setToolTip(
             "Answers search: " + ", ".join(self.chosen())
             if count

@@ -68,14 +68,14 @@ def test_each_chat_keeps_its_collections_across_a_restart(
     window.chat.documents.set_source(source)
     button = window.chats_page.header.documents
     assert [a.text() for a in button.menu_.actions()] == ["empty", "manual", "notes"]
-    assert button.chosen() == [] and button.text() == "Documents"
+    assert button.chosen() == [] and button.text() == "Documents ▾"
 
     choose(window, "notes")  # before any chat: the first one made takes it
     first = window.chat.new_conversation()
     assert window.store.conversation_collections(first) == ["notes"]
     choose(window, "manual")
     assert window.store.conversation_collections(first) == ["manual", "notes"]
-    assert button.text() == "Documents · 2"
+    assert button.text() == "Documents · 2 ▾"
     second = window.chat.new_conversation()
     assert button.chosen() == [], "a new chat searches nothing until told"
     window.chat.select(first)
