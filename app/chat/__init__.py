@@ -16,10 +16,12 @@ from app.chat.data import (
     MessageState,
     QueueWait,
     ReplyStats,
+    Source,
     Thought,
     format_prefill,
     format_seconds,
 )
+from app.chat.documents_button import DocumentsButton
 from app.chat.markdown import MarkdownRenderer, MarkdownStyle, RenderedMarkdown
 from app.chat.message_view import MessageView
 from app.chat.sampling_panel import Preset, SamplingPanel, SamplingSettings
@@ -30,6 +32,7 @@ __all__ = [
     "ConversationId",
     "ConversationList",
     "ConversationSummary",
+    "DocumentsButton",
     "ImageThumb",
     "MarkdownRenderer",
     "MarkdownStyle",
@@ -44,6 +47,7 @@ __all__ = [
     "ReplyStats",
     "SamplingPanel",
     "SamplingSettings",
+    "Source",
     "Thought",
     "format_prefill",
     "format_seconds",

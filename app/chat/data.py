@@ -259,6 +259,37 @@ class QueueWait:
 
 
 @dataclass(frozen=True)
+class Source:
+    """An excerpt a reply was given, numbered as in its prompt (what it cites as ``[n]``)."""
+
+    n: int
+    path: str
+    page: int | None = None
+    heading: str = ""
+    text: str = ""
+    start: int = 0
+    end: int = 0
+    last_page: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.replace("\\", "/").rsplit("/", 1)[-1]
+
+    def label(self, short: bool = False) -> str:
+        """Where it comes from in a few words: ``report.pdf, p. 3``, ``notes.md, Setup › Linux``
+        (``short``: only the innermost heading, ``notes.md, Linux``)."""
+        label = self.name
+        if self.page is not None:
+            if self.last_page is not None and self.last_page != self.page:
+                label += f", pp. {self.page}–{self.last_page}"
+            else:
+                label += f", p. {self.page}"
+        if self.heading:
+            label += ", " + (self.heading.rsplit(" › ", 1)[-1] if short else self.heading)
+        return label
+
+
+@dataclass(frozen=True)
 class MessageData:
     id: MessageId
     role: Role
@@ -274,6 +305,11 @@ class MessageData:
     can_regenerate: bool = True  # False when it would fail again (the chat outgrew the context)
     thought: Thought | None = None  # a reasoning model's thinking, above the reply (never in ``text``)
     waiting: QueueWait | None = None  # PENDING and queued: why it has not started
+    activity: str = ""  # PENDING before it is even submitted: "Searching documents…"
+    # Documents: the excerpts a reply was given (its [n] link to them, the cited ones are
+    # listed under it), and a note about them ("No excerpt matched…").
+    sources: tuple[Source, ...] = ()
+    documents_note: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

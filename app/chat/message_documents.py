@@ -13,6 +13,7 @@ from collections import Counter
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QFont, QTextCursor, QTextDocument, QTextOption
 
+from app.chat.citation_links import linked_citations, sources_html
 from app.chat.data import MessageData, MessageId
 from app.chat.lru import LruCache
 from app.chat.markdown import MarkdownRenderer, MarkdownStyle, RenderedMarkdown, default_stylesheet
@@ -91,7 +92,7 @@ class MessageDocuments:
         doc.setUndoRedoEnabled(False)
 
     def rendered(self, data: MessageData) -> RenderedMarkdown:
-        key = (data.id, data.role, len(data.text), hash(data.text))
+        key = (data.id, data.role, len(data.text), hash(data.text), hash((data.sources, data.documents_note)))
         hit = self._html.get(key)
         if hit is not None:
             return hit
@@ -99,6 +100,12 @@ class MessageDocuments:
             # What the user typed is shown as typed: no Markdown surprises with * or _.
             body = f'<p style="white-space: pre-wrap;">{html.escape(data.text)}</p>'
             rendered = RenderedMarkdown(html=body, code_blocks=())
+        elif data.sources or data.documents_note:
+            # Grounded in documents: its [n] link to the excerpts, its Sources listed under it.
+            given = [source.n for source in data.sources]
+            rendered = self._renderer.render(linked_citations(data.text, given))
+            extra = sources_html(data.text, data.sources, data.documents_note, self._renderer.style)
+            rendered = RenderedMarkdown(html=rendered.html + extra, code_blocks=rendered.code_blocks)
         else:
             rendered = self._renderer.render(data.text)
         self.render_counts[data.id] += 1

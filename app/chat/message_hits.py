@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QTextDocument
 
+from app.chat.citation_links import source_number
 from app.chat.data import MessageAction, MessageData, MessageId
 from app.chat.markdown import code_block_index
 from app.chat.message_layout import FooterItem, Geometry
@@ -90,6 +91,9 @@ def tooltip(hit: Hit, data: MessageData) -> str:
         return data.stats.details()
     if hit.kind == "thumb":
         return data.images[hit.thumb].name
+    if hit.kind == "anchor" and (n := source_number(hit.anchor)) is not None:
+        source = next((s for s in data.sources if s.n == n), None)
+        return "" if source is None else f"[{n}] {source.label()}"
     if hit.kind == "anchor" and code_block_index(hit.anchor) is None:
         return hit.anchor
     return ""

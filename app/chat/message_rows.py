@@ -240,6 +240,8 @@ class MessageRows:
         data = row.data
         state = data.state
         if state is MessageState.PENDING:
+            if data.activity:
+                return data.activity, "muted"
             progress = self.progress.get(data.id)
             if progress is not None:
                 return progress.text(), "muted"
@@ -310,7 +312,6 @@ class MessageRows:
         """``2/3`` under a message that has versions ("" for one that has none)."""
         data = row.data
         return f"{data.version}/{data.version_count}" if data.version_count > 1 else ""
-
 
 
 def with_state(

@@ -90,6 +90,7 @@ class MessageView(
     link_activated = Signal(str)  # a link in a reply was clicked (http(s) links also open)
     image_activated = Signal(object, int)  # message id, image index
     more_parallel_requested = Signal(object)  # message id (a reply waiting for a slot)
+    source_activated = Signal(object, int)  # message id, n: its excerpt n was opened
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

@@ -7,7 +7,9 @@ from PySide6.QtCore import QRect, QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QToolTip
 
-from app.chat.data import MessageAction, MessageId
+from app.chat.citation_links import source_number
+from app.chat.data import MessageAction, MessageId, Source
+from app.chat.excerpt_dialog import ExcerptDialog
 from app.chat.focus_stops import author
 from app.chat.markdown import code_block_index
 from app.chat.message_documents import MessageDocuments, selection_cursor
@@ -24,6 +26,7 @@ class MessageViewActions:
     _rows: MessageRows
     _documents: MessageDocuments
     _selection: Selection | None
+    excerpt_dialog: ExcerptDialog | None = None  # the excerpt opened last, while it is open
 
     def available_actions(self, message_id: MessageId) -> tuple[MessageAction, ...]:
         i = self._rows.find(message_id)
@@ -78,10 +81,32 @@ class MessageViewActions:
         if index is not None:
             self.copy_code_block(message_id, index)
             return
+        n = source_number(href)
+        if n is not None:
+            self.open_source(message_id, n)
+            return
         self.link_activated.emit(href)
         url = QUrl(href)
         if url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)
+
+    def source(self, message_id: MessageId, n: int) -> Source | None:
+        """Excerpt ``n`` of the reply's sources (None: it was never given)."""
+        row = self._rows.get(message_id)
+        return None if row is None else next((s for s in row.data.sources if s.n == n), None)
+
+    def open_source(self, message_id: MessageId, n: int) -> ExcerptDialog | None:
+        """Show excerpt ``n`` of a reply in its dialog (a [n] or a Sources line was clicked)."""
+        source = self.source(message_id, n)
+        if source is None:
+            return None
+        if self.excerpt_dialog is not None:
+            self.excerpt_dialog.close()
+            self.excerpt_dialog.deleteLater()
+        self.excerpt_dialog = ExcerptDialog(source, self)  # type: ignore[arg-type]
+        self.excerpt_dialog.show()
+        self.source_activated.emit(message_id, n)
+        return self.excerpt_dialog
 
     def selected_text(self) -> str:
         sel = self._selection

@@ -28,6 +28,7 @@ from app.chat import (
     Attachment,
     Composer,
     ConversationList,
+    DocumentsButton,
     MessageData,
     MessageView,
     SamplingPanel,
@@ -36,6 +37,7 @@ from app.chat import (
 from app.chat.composer_pictures import IMAGES_NOT_SENT, NO_MODEL_FOR_PICTURES, TEXT_ONLY_MODEL
 from app.conversation.after_load import AfterLoad, LoadWaits
 from app.conversation.context_meter import ContextMeter
+from app.conversation.document_chat import DocumentChat
 from app.conversation.history_builder import HistoryBuilder
 from app.conversation.image_cache import ImageCache
 from app.conversation.message_actions import MessageActions
@@ -93,6 +95,7 @@ class ChatController(QObject):
         conversations: ConversationList,
         sampling: SamplingPanel,
         parent: QObject | None = None,
+        documents_button: DocumentsButton | None = None,
     ) -> None:
         super().__init__(parent)
         self.store = store
@@ -107,6 +110,10 @@ class ChatController(QObject):
         self.replies = ReplyRunner(store, session, view, composer, conversations, history, self, self)
         self.meter = ContextMeter(store, session, composer, history, lambda: self.current_id, self)
         self.messages = MessageActions(store, view, composer, self.replies, self, self.status.emit)
+        # Each chat's collections and searches; the window gives it the service (set_source).
+        self.documents = DocumentChat(
+            store, session, self.replies, view, conversations, self, documents_button
+        )
         self._closing = False
         # Set by the window: start loading the model a conversation needs (the one that
         # wrote it, else the last one) and say its name; None when there is none to load.
@@ -170,6 +177,7 @@ class ChatController(QObject):
         the store closes next."""
         self._closing = True
         self.meter.close()
+        self.documents.shutdown()
         self.replies.shutdown()
 
     @property
@@ -201,6 +209,7 @@ class ChatController(QObject):
             self.conversations.set_busy(conversation_id, True, stream.stage_text)
         for conversation_id, after in self._waits.items():
             self.conversations.set_busy(conversation_id, True, after.stage)
+        self.documents.mark_busy()
         self.title_changed.emit(next((c.title for c in listed if c.id == self.current_id), ""))
 
     def new_conversation(self) -> int:
@@ -212,6 +221,8 @@ class ChatController(QObject):
         conversation = self.store.create_conversation(
             NEW_TITLE, settings.system_prompt or None, settings.to_dict(), preset=None
         )
+        if self.current_id is None:
+            self.documents.adopt(conversation.id)
         self.refresh_list()
         self.select(conversation.id)
         self.composer.focus_input()
@@ -226,6 +237,7 @@ class ChatController(QObject):
         conversation = self.store.get_conversation(conversation_id)
         self.title_changed.emit(conversation.title)
         self.view.set_messages(self._view_message(m) for m in self.store.messages(conversation_id))
+        self.documents.shown(conversation_id)
         self.view.scroll_to_bottom()
         settings = SamplingSettings.from_dict(conversation.sampling or {})
         if conversation.system_prompt is not None:
@@ -242,6 +254,7 @@ class ChatController(QObject):
 
     def delete(self, conversation_id: int) -> None:
         self.replies.cancel(conversation_id)
+        self.documents.cancel(conversation_id)
         self.store.delete_conversation(conversation_id)
         if self.current_id == conversation_id:
             self.current_id = None
@@ -284,7 +297,7 @@ class ChatController(QObject):
         if self.current_id is None:
             self.new_conversation()
         assert self.current_id is not None
-        if self.current_id in self.replies:
+        if self.current_id in self.replies or self.current_id in self.documents:
             self._refuse(text, attachments, WAIT_FOR_REPLY)
             return
         size = self.measured_size(text)
@@ -293,8 +306,9 @@ class ChatController(QObject):
             return
         conversation_id = self.current_id
         self._add_user_message(conversation_id, text, attachments, images)
-        self.replies.generate(
+        self.documents.answer(
             conversation_id,
+            text,
             lambda writer, sampling: self.store.begin_reply(conversation_id, writer, sampling),
         )
 
@@ -357,8 +371,9 @@ class ChatController(QObject):
         self._waits.wait(
             conversation_id,
             AfterLoad(
-                lambda: self.replies.generate(
+                lambda: self.documents.answer(
                     conversation_id,
+                    text,
                     lambda writer, sampling: self.store.begin_reply(conversation_id, writer, sampling),
                 ),
                 message.id,
@@ -395,30 +410,37 @@ class ChatController(QObject):
 
     def regenerate(self, message_id: int) -> None:
         """Write the reply again, as a new version of it: the earlier one stays a ‹ away."""
-        conversation_id = self.store.get_message(message_id).conversation_id
-        if conversation_id in self.replies or conversation_id in self._waits:
+        reply = self.store.get_message(message_id)
+        conversation_id = reply.conversation_id
+        if self._busy(conversation_id):
             self.status.emit(WAIT_TO_REGENERATE)
             return
         if self.session.chat_model is None and self._waits.write_after_load(
             conversation_id, lambda: self.regenerate(message_id)
         ):
             return
-        self.replies.generate(
+        self.documents.answer(
             conversation_id,
+            self.documents.question_of(reply),
             lambda writer, sampling: self.store.regenerate_reply(message_id, writer, sampling),
         )
 
     def continue_reply(self, message_id: int) -> None:
         """Go on writing a reply that was cut off; it keeps the model that began it (loaded
         for it first, when no model is)."""
-        conversation_id = self.store.get_message(message_id).conversation_id
-        if conversation_id in self.replies or conversation_id in self._waits:
+        reply = self.store.get_message(message_id)
+        conversation_id = reply.conversation_id
+        if self._busy(conversation_id):
             return
         if self.session.chat_model is None and self._waits.write_after_load(
             conversation_id, lambda: self.continue_reply(message_id)
         ):
             return
-        self.replies.generate(conversation_id, lambda *_: self.store.resume_reply(message_id), resume=True)
+        self.documents.go_on(reply)  # with the excerpts it was given, if any
+
+    def _busy(self, conversation_id: int) -> bool:
+        """Replying, searching its documents, or waiting for a model."""
+        return any(conversation_id in part for part in (self.replies, self._waits, self.documents))
 
     # -- a message already sent (message_actions.py) --------------------------------------
 

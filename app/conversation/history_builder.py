@@ -9,7 +9,7 @@ from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.conversation.image_cache import ImageCache
 from app.store.history import Conversation, Message
 from app.store.history import MessageState as StoredState
-from engine import ChatMessage, ChatRequest, Role
+from engine import ChatMessage, ChatRequest, Retrieval, Role, ground_messages
 
 
 class HistoryBuilder:
@@ -41,11 +41,14 @@ class HistoryBuilder:
         settings: SamplingSettings,
         prefix: str,
         sees: bool,
+        retrieval: Retrieval | None = None,
     ) -> ChatRequest:
         """The request that writes ``reply`` (a row of ``path``, left out of what is sent);
-        ``prefix``: where a continued reply goes on from."""
+        ``prefix``: where a continued reply goes on from; ``retrieval``: the numbered excerpts
+        put before the question it answers (documents turned on)."""
+        messages = self.messages(conversation, [m for m in path if m.id != reply.id], sees)
         return ChatRequest(
-            messages=tuple(self.messages(conversation, [m for m in path if m.id != reply.id], sees)),
+            messages=ground_messages(messages, retrieval) if retrieval is not None else tuple(messages),
             sampling=settings.to_params(),
             max_tokens=settings.max_tokens,
             owner=str(conversation.id),

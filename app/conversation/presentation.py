@@ -15,6 +15,7 @@ from app.chat import (
     SamplingSettings,
     Thought,
 )
+from app.conversation.document_context import documents_note, view_sources
 from app.conversation.reply_in_flight import ReplyInFlight
 from app.store.history import Conversation, Message
 from app.store.history import MessageState as StoredState
@@ -27,8 +28,6 @@ VIEW_STATE = {
     StoredState.FAILED: MessageState.FAILED,
     StoredState.CANCELLED: MessageState.CANCELLED,
 }
-
-
 
 
 def view_message(message: Message, streaming: ReplyInFlight | None, can_regenerate: bool) -> MessageData:
@@ -60,6 +59,8 @@ def view_message(message: Message, streaming: ReplyInFlight | None, can_regenera
         can_regenerate=can_regenerate,
         thought=thought,
         waiting=waiting,
+        sources=view_sources(message.sources),
+        documents_note=documents_note(message.grounding, message.grounding_detail),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat import Composer, ConversationList, MessageState, MessageView, ReplyStats, SamplingSettings
+from app.conversation.document_context import Grounded
 from app.conversation.history_builder import HistoryBuilder
 from app.conversation.refusals import NO_MODEL
 from app.conversation.reply_in_flight import ReplyInFlight, ReplyStage, why_waiting
@@ -114,9 +115,12 @@ class ReplyRunner(QObject):
 
     # -- submitting -----------------------------------------------------------------------
 
-    def generate(self, conversation_id: int, start: StartReply, resume: bool = False) -> None:
+    def generate(
+        self, conversation_id: int, start: StartReply, resume: bool = False, grounded: Grounded | None = None
+    ) -> None:
         """Answer the conversation's path in a reply row made by ``start`` (which goes on
-        with the row's text when ``resume``), streamed into the view and the store."""
+        with the row's text when ``resume``), streamed into the view and the store;
+        ``grounded``: the excerpts its question is asked with (saved with a new reply)."""
         model = self.session.chat_model
         if model is None:
             self.status.emit(NO_MODEL)
@@ -125,6 +129,8 @@ class ReplyRunner(QObject):
         settings = SamplingSettings.from_dict(conversation.sampling or {})
         settings = replace(settings, system_prompt=conversation.system_prompt or "")
         reply = start(_writer(model), settings.to_dict())
+        if grounded is not None and not resume:
+            self.store.save_grounding(reply.id, grounded.grounding, grounded.sources(), grounded.error)
         path = self.store.messages(conversation_id)
         # A reasoning model's reply is split into its thinking and its answer as it streams;
         # a continued one goes on from where its thinking or answer was cut off.
@@ -136,7 +142,8 @@ class ReplyRunner(QObject):
             split, prefix = ReplySplit(model.chat_traits), ""
         try:
             sees = model.has_vision
-            request = self.history.reply_request(conversation, path, reply, settings, prefix, sees)
+            retrieval = grounded.retrieval if grounded is not None else None
+            request = self.history.reply_request(conversation, path, reply, settings, prefix, sees, retrieval)
         except EngineError as exc:
             self._fail_to_start(reply, exc)
             return

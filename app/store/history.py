@@ -32,7 +32,8 @@ selected (``active``), and a conversation is the path through the selected versi
 The ``Store`` is put together from one part per concern, each in its own module:
 ``database.py`` (the connection, transactions, migrations run at open, image garbage),
 ``conversations.py``, ``messages.py`` (the message tree, versions, soft delete of messages),
-``replies.py`` (a reply's lifecycle), ``search.py`` and ``settings.py``. The schema and its
+``replies.py`` (a reply's lifecycle), ``documents.py`` (a conversation's collections, a
+reply's sources), ``search.py`` and ``settings.py``. The schema and its
 migrations are in ``migrations.py``, the files beside the database in ``files.py``, the row
 types and errors in ``records.py``; this module re-exports their public names.
 
@@ -42,14 +43,17 @@ mark the first one's streaming replies as interrupted.
 
 from __future__ import annotations
 
+from app.store.documents import ConversationDocuments
 from app.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration, fts_available
 from app.store.records import (
     Conversation,
     DatabaseTooNew,
     DatabaseUnreadable,
+    Grounding,
     ImageInput,
     ImageRef,
     Message,
+    MessageSource,
     MessageState,
     MigrationFailed,
     NotFound,
@@ -68,9 +72,11 @@ __all__ = [
     "Conversation",
     "DatabaseTooNew",
     "DatabaseUnreadable",
+    "Grounding",
     "ImageInput",
     "ImageRef",
     "Message",
+    "MessageSource",
     "MessageState",
     "Migration",
     "MigrationFailed",
@@ -84,7 +90,7 @@ __all__ = [
 ]
 
 
-class Store(ConversationSearch, Replies, StoredSettings):
+class Store(ConversationSearch, Replies, ConversationDocuments, StoredSettings):
     """The chat history: one object over one database file. Each base adds one concern's
     methods; they all share ``Database``'s connection, so a method of one part may call
     another's. Not thread-safe: use it from one thread (the GUI thread)."""

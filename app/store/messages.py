@@ -14,14 +14,17 @@ import sqlite3
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from app.store.database import Database, loads_object
 from app.store.files import write_image
 from app.store.records import (
+    Grounding,
     ImageInput,
     ImageRef,
     Message,
+    MessageSource,
     MessageState,
     NotFound,
     ReplyModel,
@@ -62,7 +65,7 @@ _MESSAGE_COLUMNS = (
     " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id) AND s.id <= m.id),"
     " (SELECT count(*) FROM messages s WHERE s.parent_id IS m.parent_id"
     " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id)),"
-    " m.thinking, m.thinking_tokens, m.thinking_seconds"
+    " m.thinking, m.thinking_tokens, m.thinking_seconds, m.grounding, m.grounding_detail"
 )
 # The path a conversation shows: from its selected first message through selected children
 # (deleted ones included: what followed them still follows). Its placeholder: the conversation.
@@ -98,6 +101,7 @@ class MessageTree(Database):
             )
             for row in image_rows:
                 images.setdefault(row[0], []).append(self._image_ref(row[1:]))
+        sources = self._sources_where(where, values, with_) if rows else {}
         return [
             Message(
                 id=row[0],
@@ -120,9 +124,27 @@ class MessageTree(Database):
                 version=row[18],
                 version_count=row[19],
                 thinking=Thinking(row[20], row[21], row[22]),
+                grounding=None if row[23] is None else Grounding(row[23]),
+                grounding_detail=row[24],
+                sources=tuple(sources.get(row[0], ())),
             )
             for row in rows
         ]
+
+    def _sources_where(self, where: str, values: Sequence[Any], with_: str) -> dict[int, list[MessageSource]]:
+        """The excerpts given to the messages matching ``where``, by message, in number order."""
+        found: dict[int, list[MessageSource]] = {}
+        rows = self._conn.execute(
+            f"{with_} SELECT message_id, n, path, page, heading, text, start_at, end_at, last_page,"
+            " collection FROM message_sources"
+            f" WHERE message_id IN (SELECT m.id FROM messages m WHERE {where}) ORDER BY message_id, n",
+            values,
+        )
+        for row in rows:
+            found.setdefault(row[0], []).append(
+                MessageSource(row[1], Path(row[2]), row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+            )
+        return found
 
     def get_message(self, message_id: int) -> Message:
         """Any message, deleted or on another version's branch included."""

@@ -123,8 +123,48 @@ def _migrate_to_4(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_5(conn: sqlite3.Connection) -> None:
+    # Chatting with documents (issue 28). The collections a conversation searches, by name
+    # (they live in their own database, documents.sqlite3: no foreign key can reach them,
+    # and a name that no longer exists is kept, harmlessly, in case it comes back). The
+    # excerpts a reply was given, numbered as in its prompt, copied here so its citations
+    # stay checkable after the collection changes or goes; and what the search found, for
+    # the note under the reply (NULL: the reply was not grounded in documents).
+    statements = (
+        """CREATE TABLE conversation_collections (
+            conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, name)
+        )""",
+        """CREATE TABLE message_sources (
+            message_id INTEGER NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+            n INTEGER NOT NULL,  -- the number the prompt gave it: what the reply cites as [n]
+            collection TEXT NOT NULL DEFAULT '',
+            path TEXT NOT NULL,
+            page INTEGER,  -- 1-based, PDFs
+            last_page INTEGER,
+            heading TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL,
+            start_at INTEGER NOT NULL,  -- character offsets in the document's full text
+            end_at INTEGER NOT NULL,
+            PRIMARY KEY (message_id, n)
+        )""",
+        # 'excerpts', 'none' (nothing matched), 'whole' (the documents given whole), 'failed'.
+        "ALTER TABLE messages ADD COLUMN grounding TEXT",
+        "ALTER TABLE messages ADD COLUMN grounding_detail TEXT NOT NULL DEFAULT ''",
+    )
+    for statement in statements:
+        conn.execute(statement)
+
+
 # Index i migrates version i to i + 1. Append only: a released migration never changes.
-MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2, _migrate_to_3, _migrate_to_4)
+MIGRATIONS: tuple[Migration, ...] = (
+    _migrate_to_1,
+    _migrate_to_2,
+    _migrate_to_3,
+    _migrate_to_4,
+    _migrate_to_5,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The full-text index is not part of the versioned schema: whether FTS5 (with the trigram

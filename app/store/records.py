@@ -144,6 +144,30 @@ class Thinking:
     seconds: float | None = None
 
 
+class Grounding(enum.StrEnum):
+    """What a reply grounded in documents was given."""
+
+    EXCERPTS = "excerpts"  # numbered excerpts (its ``sources``)
+    NONE_FOUND = "none"  # the search found nothing: the question went as typed
+    WHOLE = "whole"  # the documents fitted, and were given whole (still numbered)
+    FAILED = "failed"  # the search failed (``grounding_detail`` says why): sent as typed
+
+
+@dataclass(frozen=True)
+class MessageSource:
+    """One excerpt a reply was given, as numbered in its prompt."""
+
+    n: int
+    path: Path
+    page: int | None
+    heading: str
+    text: str
+    start: int
+    end: int
+    last_page: int | None = None
+    collection: str = ""
+
+
 @dataclass(frozen=True)
 class Message:
     """One message. Messages form a tree: each has a ``parent_id`` (None for a first
@@ -171,6 +195,10 @@ class Message:
     sampling: dict[str, Any] = field(default_factory=dict, hash=False)  # what the reply used
     # A reasoning model's thinking before ``text`` (the answer): never sent back to the model.
     thinking: Thinking = Thinking()
+    # Documents (issue 28): what the reply was given, None when it was not grounded in any.
+    grounding: Grounding | None = None
+    grounding_detail: str = ""
+    sources: tuple[MessageSource, ...] = ()
 
     def to_chat_message(self) -> ChatMessage:
         return ChatMessage(self.role, self.text, self.images, self.tokens, self.tokens_model)

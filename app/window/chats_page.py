@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat import Composer, ConversationList, MessageView, SamplingPanel
+from app.chat import Composer, ConversationList, DocumentsButton, MessageView, SamplingPanel
 from app.chat.model_picker import LoadLine, PickerButton
 
 LIST_MIN_WIDTH = 210
@@ -33,7 +33,8 @@ SETTINGS_WIDTH = 290
 
 
 class ChatHeader(QFrame):
-    """The conversation's title, the model that will answer, and the Settings toggle."""
+    """The conversation's title, the model that will answer, the collections it searches
+    (Documents) and the Settings toggle."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -49,6 +50,7 @@ class ChatHeader(QFrame):
         # The model that answers, as the picker's button: a click (Ctrl+M) chooses another.
         self.model = PickerButton()
         self.load_line = LoadLine()
+        self.documents = DocumentsButton()
         self.settings_button = QToolButton()
         self.settings_button.setObjectName("settingsToggle")
         self.settings_button.setText("Settings")
@@ -62,6 +64,7 @@ class ChatHeader(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(16, 6, 10, 6)
         layout.addLayout(text, 1)
+        layout.addWidget(self.documents, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignVCenter)
         self.setStyleSheet("QFrame#chatHeader { border-bottom: 1px solid palette(mid); }")
         self._title_text = ""

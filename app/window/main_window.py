@@ -166,6 +166,7 @@ class MainWindow(QMainWindow):
             self.conversation_list,
             self.sampling_panel,
             parent=self,
+            documents_button=self.chats_page.header.documents,
         )
         # The picker atop the chat; a chat's own model loaded for it; the last model at start.
         self.chooser = ModelChooser(

@@ -297,7 +297,7 @@ def test_a_version_3_database_is_backed_up_and_gains_thinking(tmp_path: Path) ->
     raw.close()
     conversation_id = 1
     with Store(db_path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION
         assert store.backup_path == db_path.with_name("hearth.sqlite3.v3.bak")
         kept = store.messages(conversation_id)[-1]
         # Replies from before keep their text as written: no thinking is made up for them.
