@@ -42,8 +42,10 @@ from app.conversation.history_builder import HistoryBuilder
 from app.conversation.image_cache import ImageCache
 from app.conversation.message_actions import MessageActions
 from app.conversation.presentation import (
+    NEW_TITLE,
     conversation_summary,
     placeholder_text,
+    title_from,
     unchanged_rows,
     view_message,
 )
@@ -63,14 +65,7 @@ from app.state.session import SessionState
 from app.store.history import Message, ReplyModel, Store
 from engine import DecodedImage, ImageRejected, PromptSize, Role
 
-NEW_TITLE = "New chat"
 DELETED_KEPT_S = 7 * 24 * 3600  # deleted conversations and messages, until the next start purges them
-
-
-def title_from(text: str) -> str:
-    """A new conversation's title: its first message, on one line, cut at 48 characters."""
-    line = " ".join(text.split())
-    return (line[:48] + "…") if len(line) > 48 else (line or NEW_TITLE)
 
 
 class ChatController(QObject):
@@ -111,17 +106,16 @@ class ChatController(QObject):
         self.meter = ContextMeter(store, session, composer, history, lambda: self.current_id, self)
         self.messages = MessageActions(store, view, composer, self.replies, self, self.status.emit)
         # Each chat's collections and searches; the window gives it the service (set_source).
-        self.documents = DocumentChat(
-            store, session, self.replies, view, conversations, self, documents_button
-        )
+        self.documents = DocumentChat(store, session, self.replies, view, conversations, self)
+        if documents_button is not None:
+            self.documents.attach(documents_button)
         self._closing = False
         # Set by the window: start loading the model a conversation needs (the one that
         # wrote it, else the last one) and say its name; None when there is none to load.
         self.load_for: Callable[[int | None], str | None] | None = None
         self._waits = LoadWaits(
-            store, session, composer, conversations, self,
-            lambda chat: self.load_for(chat) if self.load_for is not None else None, self.status.emit,
-        )  # fmt: skip
+            store, session, composer, conversations, self, self._load_for, self.status.emit
+        )
 
         self.replies.status.connect(self.status)
         self.replies.streaming_changed.connect(self.streaming_changed)
@@ -149,6 +143,9 @@ class ChatController(QObject):
         session.remote_ready.connect(self._model_changed)
         session.state_changed.connect(self._show_placeholder)
         session.load_failed.connect(self._waits.give_back)
+
+    def _load_for(self, chat: int | None) -> str | None:
+        return self.load_for(chat) if self.load_for is not None else None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -410,8 +407,7 @@ class ChatController(QObject):
 
     def regenerate(self, message_id: int) -> None:
         """Write the reply again, as a new version of it: the earlier one stays a ‹ away."""
-        reply = self.store.get_message(message_id)
-        conversation_id = reply.conversation_id
+        conversation_id = (reply := self.store.get_message(message_id)).conversation_id
         if self._busy(conversation_id):
             self.status.emit(WAIT_TO_REGENERATE)
             return
@@ -428,8 +424,7 @@ class ChatController(QObject):
     def continue_reply(self, message_id: int) -> None:
         """Go on writing a reply that was cut off; it keeps the model that began it (loaded
         for it first, when no model is)."""
-        reply = self.store.get_message(message_id)
-        conversation_id = reply.conversation_id
+        conversation_id = (reply := self.store.get_message(message_id)).conversation_id
         if self._busy(conversation_id):
             return
         if self.session.chat_model is None and self._waits.write_after_load(

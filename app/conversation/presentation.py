@@ -21,6 +21,15 @@ from app.store.history import Conversation, Message
 from app.store.history import MessageState as StoredState
 from engine import Role
 
+NEW_TITLE = "New chat"
+
+
+def title_from(text: str) -> str:
+    """A new conversation's title: its first message, on one line, cut at 48 characters."""
+    line = " ".join(text.split())
+    return (line[:48] + "…") if len(line) > 48 else (line or NEW_TITLE)
+
+
 VIEW_STATE = {
     StoredState.COMPLETE: MessageState.DONE,
     StoredState.STREAMING: MessageState.STREAMING,

@@ -6,7 +6,15 @@ import enum
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import QButtonGroup, QFrame, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QFrame,
+    QHBoxLayout,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 class Page(enum.Enum):
@@ -87,3 +95,14 @@ class NavRail(QFrame):
 
     def _clicked(self, page: Page) -> None:
         self.page_selected.emit(page)
+
+
+def beside_rail(rail: NavRail, pages: QWidget) -> QWidget:
+    """The window's middle: the rail at the left edge, the pages taking the rest."""
+    middle = QWidget()
+    layout = QHBoxLayout(middle)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(0)
+    layout.addWidget(rail)
+    layout.addWidget(pages, 1)
+    return middle

@@ -16,6 +16,7 @@ from app.widgets.documents_panel import DocumentsPanel
 from engine import plural
 
 if TYPE_CHECKING:
+    from app.conversation.document_chat import DocumentChat
     from engine import IndexProgress, IndexReport, ReindexPlan
 
 # The chunk sizes Reindex… offers (tokens of the embedder); the embedder's window caps them.
@@ -101,6 +102,13 @@ class DocumentsPage(QWidget):
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
         self.service.start()  # the index opens on a worker the first time the page is seen
+
+    def serve_chat(self, chat_documents: DocumentChat) -> None:
+        """The chats search this service's collections; their Documents menus follow its list,
+        which is read now (on a worker) so the menu is filled before the page is first seen."""
+        chat_documents.set_source(self.service)
+        self.service.collections_changed.connect(chat_documents.refresh)
+        self.service.start()
 
     def shutdown(self) -> None:
         self.service.close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtWidgets import QLabel
+
 from app.services.model_session import ModelSession
 from app.state.session import SessionState
 from app.widgets.load_progress import PHASE_LABELS
@@ -85,3 +87,13 @@ class LoadDisplay:
         plan = self.session.plan
         if plan is not None:
             self.header.load_line.show_phase(plan.model.display_name, label, fraction)
+
+
+def native_error_label() -> QLabel:
+    """Why llama.cpp cannot run here, in the status bar: hidden until a self-check fails."""
+    label = QLabel()
+    label.setObjectName("nativeError")
+    label.setStyleSheet("color: #d62728;")
+    label.setWordWrap(True)
+    label.setVisible(False)
+    return label

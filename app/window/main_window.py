@@ -24,12 +24,10 @@ from PySide6.QtGui import (
     QShowEvent,
 )
 from PySide6.QtWidgets import (
-    QHBoxLayout,
     QLabel,
     QMainWindow,
     QSplitter,
     QStackedWidget,
-    QWidget,
 )
 
 from app.chat import Composer, ConversationList, MessageView, SamplingPanel
@@ -46,7 +44,7 @@ from app.widgets.hardware_panel import HardwarePanel
 from app.widgets.library_panel import LibraryPanel
 from app.widgets.model_badge import ModelBadge
 from app.widgets.model_panel import ModelPanel
-from app.widgets.nav_rail import PAGE_LABELS, NavRail, Page
+from app.widgets.nav_rail import PAGE_LABELS, NavRail, Page, beside_rail
 from app.widgets.remote_panel import RemotePanel
 from app.widgets.settings_dialog import SettingsDialog, SettingsPage
 from app.window.actions import Shortcut, main_toolbar, window_action
@@ -55,7 +53,7 @@ from app.window.dashboard_dock import DashboardDock
 from app.window.discover_page import DiscoverPage
 from app.window.documents_page import DocumentsPage
 from app.window.geometry import fit_to_screen
-from app.window.load_display import LoadDisplay
+from app.window.load_display import LoadDisplay, native_error_label
 from app.window.model_loading import ModelLoading
 from app.window.models_mediator import ModelsMediator, dropped_paths
 from app.window.models_page import ModelsPage
@@ -133,13 +131,7 @@ class MainWindow(QMainWindow):
             self.pages.addWidget(widget)
         self.nav = NavRail()
         self.nav.page_selected.connect(self.show_page)
-        central = QWidget()
-        central_layout = QHBoxLayout(central)
-        central_layout.setContentsMargins(0, 0, 0, 0)
-        central_layout.setSpacing(0)
-        central_layout.addWidget(self.nav)
-        central_layout.addWidget(self.pages, 1)
-        self.setCentralWidget(central)
+        self.setCentralWidget(beside_rail(self.nav, self.pages))
 
         self.dashboard_dock = DashboardDock(
             self.session, self.workers, telemetry, lambda: self._hardware, self._conversation_title, self
@@ -180,6 +172,7 @@ class MainWindow(QMainWindow):
             self,
         )
         self.chat.load_for = lambda chat: self.chooser.load_for_chat(self.chat.writer_of(chat))
+        self.documents_page.serve_chat(self.chat.documents)
         self.picker_popup = ModelPickerPopup(self)
         self.chats_page.header.model.clicked.connect(self.open_model_picker)
         self.badge = ModelBadge()
@@ -187,11 +180,7 @@ class MainWindow(QMainWindow):
         self.status_label = QLabel()
         self.statusBar().addWidget(self.status_label, 1)
         # Why llama.cpp cannot run here, if so: stays while library scans update status_label.
-        self.native_label = QLabel()
-        self.native_label.setObjectName("nativeError")
-        self.native_label.setStyleSheet("color: #d62728;")
-        self.native_label.setWordWrap(True)
-        self.native_label.setVisible(False)
+        self.native_label = native_error_label()
         self.statusBar().addPermanentWidget(self.native_label, 2)
         # While the server is on: its port, one click from its panel.
         self.server_button = self.server_dock.button
