@@ -14,8 +14,8 @@ from engine.documents.retrieval import RetrievalMode
 from tests.engine.documents.corpus_questions import load_questions
 from tests.engine.documents.retrieval_quality import (
     COLLECTION,
-    K,
     Asked,
+    K,
     ask_all,
     citation_errors,
     context_tokens_for,
