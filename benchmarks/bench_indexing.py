@@ -216,32 +216,11 @@ def speed(work: Path, embedder: Any, copies: int) -> dict[str, Any]:
 
 # -- incremental ---------------------------------------------------------------------------------
 
-_WORDS = [
-    "river",
-    "meadow",
-    "lantern",
-    "harbour",
-    "orchard",
-    "copper",
-    "window",
-    "garden",
-    "signal",
-    "ledger",
-    "marble",
-    "thistle",
-    "anchor",
-    "bridge",
-    "candle",
-    "saddle",
-    "quarry",
-    "timber",
-    "beacon",
-    "compass",
-    "kettle",
-    "ribbon",
-    "pebble",
-    "furnace",
-]
+_WORDS = (
+    *("river", "meadow", "lantern", "harbour", "orchard", "copper", "window", "garden"),
+    *("signal", "ledger", "marble", "thistle", "anchor", "bridge", "candle", "saddle"),
+    *("quarry", "timber", "beacon", "compass", "kettle", "ribbon", "pebble", "furnace"),
+)
 
 
 def small_text(i: int) -> str:
