@@ -2,7 +2,7 @@
 
 A chat model (Gemma 3 270M Q4_K_M from ``.test-cache``, as tests/conftest.py's ``gemma_path``
 assembles it; ``--chat-threads``, default the machine's physical cores, as the planner gives a
-chat on an idle machine) answers the same greedy request (128 tokens) in three cases:
+chat on an idle machine) answers the same greedy request (``--tokens``, default 128) in three cases:
 
 - ``alone``: nothing else runs in the process;
 - ``indexing``: a ``DocumentIndex.index_paths`` run on its own thread indexes the retrieval
@@ -53,10 +53,10 @@ def load_chat(threads: int) -> Any:
     return path, Engine.load(plan).wait_ready(300)
 
 
-def ask(model: Any, generating: threading.Event) -> dict[str, Any]:
+def ask(model: Any, generating: threading.Event, tokens: int = TOKENS) -> dict[str, Any]:
     from engine import GREEDY, ChatMessage, ChatRequest
 
-    request = ChatRequest(messages=(ChatMessage("user", PROMPT),), sampling=GREEDY, max_tokens=TOKENS)
+    request = ChatRequest(messages=(ChatMessage("user", PROMPT),), sampling=GREEDY, max_tokens=tokens)
     generating.set()
     try:
         completion = model.submit(request).wait(600)
@@ -124,19 +124,21 @@ class _Counting:
         return self.inner.count_tokens(text)
 
 
-def one_case(case: str, model: Any, embedder: Any, folder: Path, work: Path, n: int) -> dict[str, Any]:
+def one_case(
+    case: str, model: Any, embedder: Any, folder: Path, work: Path, n: int, tokens: int
+) -> dict[str, Any]:
     from engine.documents.yielding import CourteousEmbedder, Courtesy
 
     generating = threading.Event()
     load_before = os.getloadavg()[0]
     if case == "alone":
-        result = ask(model, generating)
+        result = ask(model, generating, tokens)
     else:
         courtesy = Courtesy(generating.is_set) if case == "courteous" else None
         indexer = CourteousEmbedder(embedder, courtesy) if courtesy is not None else embedder
         with Indexing(indexer, folder, work / f"{case}-{n}.sqlite3") as run:
             before, started = run.embedded, time.monotonic()
-            result = ask(model, generating)
+            result = ask(model, generating, tokens)
             seconds = time.monotonic() - started
             # Counted per embed call (32 texts): over one reply it is coarse, so the rate over
             # a few replies' median is what to read.
@@ -166,7 +168,7 @@ def summarize(runs: list[dict[str, Any]], alone_tps: float | None) -> dict[str, 
     return out
 
 
-def run(rounds: int, chat_threads: int, embed_threads: int) -> dict[str, Any]:
+def run(rounds: int, chat_threads: int, embed_threads: int, tokens: int = TOKENS) -> dict[str, Any]:
     from benchmarks.bench_embedding import model_path
     from benchmarks.bench_indexing import machine, mixed_documents
     from engine.documents.embedding import open_embedder
@@ -179,6 +181,7 @@ def run(rounds: int, chat_threads: int, embed_threads: int) -> dict[str, Any]:
     chat_path, model = load_chat(chat_threads)
     embedder = open_embedder(model_path(), n_threads=embed_threads)
     result["chat_model"], result["embedder"] = chat_path.name, embedder.name
+    result["reply_tokens"] = tokens
     runs: dict[str, list[dict[str, Any]]] = {case: [] for case in CASES}
     try:
         with tempfile.TemporaryDirectory(prefix="hearth-bench-interference-") as tmp:
@@ -188,7 +191,7 @@ def run(rounds: int, chat_threads: int, embed_threads: int) -> dict[str, Any]:
             for r in range(rounds):
                 for i in range(len(CASES)):
                     case = CASES[(r + i) % len(CASES)]
-                    got = one_case(case, model, embedder, folder, work, r)
+                    got = one_case(case, model, embedder, folder, work, r, tokens)
                     print(case, got, flush=True)
                     runs[case].append(got)
     finally:
@@ -205,6 +208,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=TOKENS, help="reply tokens per request")
     parser.add_argument("--chat-threads", type=int, default=None, help="default: physical cores")
     parser.add_argument("--embed-threads", type=int, default=None, help="default: the embedder's default")
     args = parser.parse_args()
@@ -213,7 +217,7 @@ def main() -> None:
 
     chat_threads = args.chat_threads or physical_cores()
     embed_threads = args.embed_threads or default_threads()
-    result = run(args.rounds, chat_threads, embed_threads)
+    result = run(args.rounds, chat_threads, embed_threads, args.tokens)
     for case in CASES:
         c = result["cases"][case]
         print(case, c["decode_tps_median"], c.get("slowdown"))
