@@ -18,6 +18,11 @@ and the time to first token come from the Completion's timings; ``chunks_per_s_w
 is what the indexing run embedded while the reply was computed. Target: decode ≤ 10% slower
 than alone.
 
+On a machine other programs keep busy, a chat on every core is timed by their load more than by
+ours (llama.cpp's threads wait for each other at every barrier, so one descheduled thread stalls
+them all: ``alone`` itself then ranges 3 to 48 tok/s); there, ``--chat-threads 1`` measures the
+interference and not the neighbours.
+
 Run: ``.venv/bin/python -m benchmarks.bench_embed_interference [--rounds 5]``
 (writes ``benchmarks/results/embed_interference.json``; a few minutes).
 """
