@@ -5,6 +5,7 @@ points to the right file and page (issue 28, "Checks and targets")."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -83,3 +84,15 @@ def test_every_citation_shown_points_to_the_right_file_and_page(
     assert errors == []
     # The check reached the pages: PDFs' excerpts were among those checked.
     assert any(e.page is not None for a in asked for e in a.retrieval.excerpts)
+
+
+def test_the_citation_check_catches_a_wrong_page_or_file(
+    quality_index: DocumentIndex, asked: list[Asked]
+) -> None:
+    got = next(a.retrieval for a in asked if any(e.page is not None for e in a.retrieval.excerpts))
+    excerpt = next(e for e in got.excerpts if e.page is not None)
+    other = next(e for a in asked for e in a.retrieval.excerpts if e.path != excerpt.path)
+    wrong_page = replace(excerpt, page=excerpt.page + 1, last_page=excerpt.page + 1)
+    wrong_file = replace(excerpt, path=other.path)
+    for bad in (wrong_page, wrong_file):
+        assert citation_errors(quality_index, [replace(got, excerpts=(bad,))]) != []
