@@ -14,6 +14,9 @@ keep going on that many threads instead of waiting. ``max_wait_s`` bounds a wait
 still advances (one decode per wait) under a chat that never stops, as an API serving
 requests back to back: at about 0.3 s a decode per 30 s of waiting, the chat loses ~1%.
 
+Threads lowered for a chat are given back at the first decode that finds no chat generating
+(a run that ends beside a chat leaves them lowered until the next run's first decode).
+
 ``CourteousEmbedder`` is what an indexing run is given; questions are embedded by the embedder
 itself and never wait (a question waits for no reply).
 """
