@@ -25,6 +25,8 @@ The modules, bottom up:
 - ``vector_matrix``, ``fts_query``, ``retrieval``: ``retrieve``, BM25 and dense fused by RRF,
   neighbours joined, fitted to a budget; ``citations``: the numbered prompt block, ``[n]`` found;
   ``grounding``: the block put before the last question.
+- ``yielding``: ``Courtesy`` and ``CourteousEmbedder``, an indexing run's embedder waiting
+  between decodes while a chat generates.
 """
 
 from engine.base.lazy import lazy_exports
@@ -82,8 +84,10 @@ _EXPORTS = {
     "prompt_block": "citations",
     "ground_messages": "grounding",
     "grounded_text": "grounding",
-    # the CLI's Sources list (d28-cli)
     "excerpt_label": "citations",
+    "Courtesy": "yielding",
+    "CourtesyStats": "yielding",
+    "CourteousEmbedder": "yielding",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -322,8 +322,11 @@ class Embedder:
 
     # --- embedding ---------------------------------------------------------------------------
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), dim)`` float32, each row of length 1. Blocks until done."""
+    def embed(self, texts: Sequence[str], *, before_batch: Callable[[], None] | None = None) -> np.ndarray:
+        """``(len(texts), dim)`` float32, each row of length 1. Blocks until done.
+
+        ``before_batch`` is called (on the calling thread) before each decode: an indexing run
+        waits there while a chat generates (``engine.documents.yielding``)."""
         if isinstance(texts, str):
             raise TypeError("embed takes a sequence of texts, not one str")
         sequences = [self._sequence(text) for text in texts]
@@ -332,6 +335,8 @@ class Embedder:
             return out
         batches = pack_batches([len(s) for s in sequences], self.n_batch, self._native.n_seq_max)
         for batch in batches:
+            if before_batch is not None:
+                before_batch()
             rows = self._call(lambda b=batch: self._native.decode([sequences[i] for i in b]))
             out[batch] = rows
         return _normalised(out)

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from engine.chat.messages import ChatMessage, Role
 from engine.documents.citations import INSTRUCTION
-from engine.documents.grounding import QUESTION_HEADER, ground_messages, grounded_text
+from engine.documents.grounding import CITE_REMINDER, QUESTION_HEADER, ground_messages, grounded_text
 from engine.documents.retrieval import Excerpt, Retrieval, RetrievalMode
 
 
@@ -26,7 +26,7 @@ def test_the_last_user_message_gets_the_numbered_excerpts_before_the_question() 
     text = grounded[3].text
     assert text.startswith(INSTRUCTION)
     assert "[1] f1.pdf, p. 1: Deposit is 900 EUR." in text and "[2] f2.pdf, p. 2: Pets need consent." in text
-    assert text.endswith(f"{QUESTION_HEADER} What is the deposit?")
+    assert text.endswith(f"{QUESTION_HEADER} What is the deposit?\n\n{CITE_REMINDER}")
     assert text.index("[2]") < text.index(QUESTION_HEADER)
 
 
