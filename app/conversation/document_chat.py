@@ -93,6 +93,8 @@ class DocumentChat(QObject):
     def set_source(self, source: DocumentSource | None) -> None:
         """Where excerpts come from (the documents service); None: no documents."""
         self.source = source
+        if source is None:
+            self._names = []
         self.refresh()
 
     def attach(self, button: DocumentsButton) -> None:
@@ -102,7 +104,9 @@ class DocumentChat(QObject):
 
     def refresh(self) -> None:
         """The collections changed (added, removed, renamed): the menu lists them again."""
-        self._names = self.source.collection_names() if self.source is not None else []
+        if self.source is None:  # shut down, or no documents: a late listing changes nothing
+            return
+        self._names = self.source.collection_names()
         self.show_choice(self._current())
 
     def show_choice(self, conversation_id: int | None) -> None:
@@ -195,7 +199,9 @@ class DocumentChat(QObject):
             self._end(conversation_id)
 
     def shutdown(self) -> None:
+        """The store closes next: nothing the service says after this reaches it."""
         self._searches.clear()
+        self.set_source(None)
 
     def _end(self, conversation_id: int) -> None:
         self._searches.pop(conversation_id, None)

@@ -14,9 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from enum import Enum
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +22,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.platform.embedding_model import ensure_default_embedder
 from app.platform.paths import AppPaths
+from app.services.document_jobs import DocumentJob, JobKind
 from app.services.document_watch import RESCAN_DELAY_MS, FolderWatch, watch_list
 from engine import EngineError
 
@@ -34,10 +33,10 @@ if TYPE_CHECKING:
         DocumentIndex,
         DocumentInfo,
         Embedder,
-        IndexControl,
         IndexProgress,
         IndexReport,
         Retrieval,
+        TextEmbedder,
     )
 
 # Progress events handed to the GUI at most this often within one file (every file's end and
@@ -50,29 +49,6 @@ LISTING_INTERVAL_S = 1.0
 RetrieveCallback = Callable[["Retrieval | None", "str | None"], None]
 
 
-class JobKind(Enum):
-    ADD = "add"  # paths added, then everything under them brought up to date
-    RESCAN = "rescan"  # every source looked at again (the watcher's)
-    REINDEX = "reindex"  # built again with this embedder and chunking
-    RENAME = "rename"
-    REMOVE = "remove"
-
-
-@dataclass
-class _Job:
-    kind: JobKind
-    collection: str
-    paths: tuple[Path, ...] = ()
-    chunking: ChunkSettings | None = None
-    new_name: str = ""
-    control: IndexControl = field(default_factory=lambda: _new_control())
-    future: Future[None] | None = None
-
-    @property
-    def indexes(self) -> bool:
-        return self.kind in (JobKind.ADD, JobKind.RESCAN, JobKind.REINDEX)
-
-
 class DocumentsService(QObject):
     collections_changed = Signal()  # collections() / collection_names() changed
     documents_changed = Signal(str)  # a collection's documents(name) changed
@@ -83,9 +59,9 @@ class DocumentsService(QObject):
     reindex_planned = Signal(object)  # ReindexPlan: to be agreed to before it starts
     embedder_ready = Signal(object)  # its memory in bytes (int)
     _listed = Signal(object, object)  # list[CollectionInfo], {name: (docs, pages)}
-    _started = Signal(object)  # _Job
+    _started = Signal(object)  # DocumentJob
     _progressed = Signal(object)
-    _done = Signal(object, object, object)  # _Job, IndexReport | None, error | None
+    _done = Signal(object, object, object)  # DocumentJob, IndexReport | None, error | None
     _planned = Signal(object)
     _watch = Signal(str, object)  # collection, frozenset of paths to watch
     _answered = Signal(object, object, object)  # callback, Retrieval | None, error | None
@@ -115,8 +91,8 @@ class DocumentsService(QObject):
         # Created here, started by their first job: making the service costs nothing.
         self._jobs_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-docs-index")
         self._reads_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-docs-read")
-        self._queue: list[_Job] = []  # waiting or running, in order (GUI thread only)
-        self._running: _Job | None = None
+        self._queue: list[DocumentJob] = []  # waiting or running, in order (GUI thread only)
+        self._running: DocumentJob | None = None
         self._collections: list[CollectionInfo] = []
         self._documents: dict[str, list[DocumentInfo]] = {}
         self._pages: dict[str, dict[int, int]] = {}
@@ -126,6 +102,9 @@ class DocumentsService(QObject):
         # Paths asked for while the collection needed a reindex first: added once it is agreed to.
         self._after_reindex: dict[str, tuple[Path, ...]] = {}
         self.last_progress: IndexProgress | None = None
+        # Whether a chat is generating (read on the indexing worker): indexing waits between
+        # decodes while it is, as two llama.cpp thread pools on 2 cores halved the chat's speed.
+        self._chat_busy: Callable[[], bool] = lambda: False
         self.watch = FolderWatch(self._rescan_watched, rescan_delay_ms, self)
         self._listed.connect(self._on_listed)
         self._started.connect(self._on_started)
@@ -182,6 +161,10 @@ class DocumentsService(QObject):
 
     # -- collections -----------------------------------------------------------------------
 
+    def set_chat_busy(self, busy: Callable[[], bool]) -> None:
+        """``busy()``: a chat is generating now; called from the indexing worker, so it must only read."""
+        self._chat_busy = busy
+
     def create_collection(self, name: str) -> None:
         def create() -> None:
             self._index().create_collection(name)
@@ -191,12 +174,12 @@ class DocumentsService(QObject):
 
     def rename_collection(self, old: str, new: str) -> None:
         self._cancel_jobs(old)
-        self._enqueue(_Job(JobKind.RENAME, old, new_name=new))
+        self._enqueue(DocumentJob(JobKind.RENAME, old, new_name=new))
 
     def remove_collection(self, name: str) -> None:
         """Forget the collection (its files stay where they are); a run of it is cancelled."""
         self._cancel_jobs(name)
-        self._enqueue(_Job(JobKind.REMOVE, name))
+        self._enqueue(DocumentJob(JobKind.REMOVE, name))
 
     # -- indexing --------------------------------------------------------------------------
 
@@ -204,7 +187,7 @@ class DocumentsService(QObject):
         """Index files or folders into the collection, after the jobs already queued."""
         chosen = tuple(Path(os.path.abspath(os.path.expanduser(str(p)))) for p in paths)
         if chosen:
-            self._enqueue(_Job(JobKind.ADD, name, paths=chosen))
+            self._enqueue(DocumentJob(JobKind.ADD, name, paths=chosen))
 
     def rescan(self, name: str) -> None:
         """Every source of the collection looked at again (only what changed is embedded)."""
@@ -212,7 +195,7 @@ class DocumentsService(QObject):
             j.kind is JobKind.RESCAN and j.collection == name and j is not self._running for j in self._queue
         ):
             return  # one waiting already will see this change too
-        self._enqueue(_Job(JobKind.RESCAN, name))
+        self._enqueue(DocumentJob(JobKind.RESCAN, name))
 
     def plan_reindex(self, name: str, max_tokens: int | None = None) -> None:
         """What building the collection again with the embedder (and chunks of ``max_tokens``)
@@ -232,7 +215,7 @@ class DocumentsService(QObject):
 
     def reindex(self, name: str, chunking: ChunkSettings | None = None) -> None:
         """Build the collection again beside its index (which keeps answering), then switch."""
-        self._enqueue(_Job(JobKind.REINDEX, name, chunking=chunking))
+        self._enqueue(DocumentJob(JobKind.REINDEX, name, chunking=chunking))
         waiting = self._after_reindex.pop(name, ())
         if waiting:
             self.add_paths(name, waiting)
@@ -347,7 +330,7 @@ class DocumentsService(QObject):
                 if info.name in listings:
                     self._watch.emit(info.name, watch_list(info, listings[info.name][0]))
 
-    def _run(self, job: _Job) -> None:
+    def _run(self, job: DocumentJob) -> None:
         self._started.emit(job)
         try:
             index = self._index()
@@ -372,7 +355,10 @@ class DocumentsService(QObject):
                 self._planned.emit(index.plan_reindex(job.collection, embedder))
                 self._done.emit(job, None, None)
                 return
-            report = self._index_job(index, embedder, job)
+            from engine import CourteousEmbedder, Courtesy
+
+            courteous = CourteousEmbedder(embedder, Courtesy(self._chat_busy))
+            report = self._index_job(index, courteous, job)
         except EngineError as exc:
             self._done.emit(job, None, exc.message)
         except Exception as exc:  # a bug must not stop the queue for good
@@ -380,7 +366,7 @@ class DocumentsService(QObject):
         else:
             self._done.emit(job, report, None)
 
-    def _index_job(self, index: DocumentIndex, embedder: Embedder, job: _Job) -> IndexReport:
+    def _index_job(self, index: DocumentIndex, embedder: TextEmbedder, job: DocumentJob) -> IndexReport:
         from engine import IndexPhase
 
         last = [0.0, -1, None]  # time, files done, phase of the last event handed on
@@ -412,13 +398,13 @@ class DocumentsService(QObject):
 
     # -- GUI side --------------------------------------------------------------------------
 
-    def _enqueue(self, job: _Job) -> None:
+    def _enqueue(self, job: DocumentJob) -> None:
         if self._closed:
             return
         self._queue.append(job)
         job.future = self._jobs_pool.submit(self._run, job)
 
-    def _cancel(self, job: _Job) -> None:
+    def _cancel(self, job: DocumentJob) -> None:
         job.control.cancel()
         if job.future is not None and job.future.cancel():
             self._queue.remove(job)
@@ -433,7 +419,7 @@ class DocumentsService(QObject):
             # The run says so itself at its next checkpoint; the buttons change now.
             self._on_progress(_paused(last))
 
-    def _on_started(self, job: _Job) -> None:
+    def _on_started(self, job: DocumentJob) -> None:
         if job not in self._queue:
             return  # already done: its end overtook nothing, but a cancel may have dropped it
         self._running = job
@@ -445,7 +431,7 @@ class DocumentsService(QObject):
         self.last_progress = event
         self.progress.emit(event)
 
-    def _on_done(self, job: _Job, report: IndexReport | None, error: str | None) -> None:
+    def _on_done(self, job: DocumentJob, report: IndexReport | None, error: str | None) -> None:
         if job in self._queue:
             self._queue.remove(job)
         if self._running is job:
@@ -480,14 +466,6 @@ class DocumentsService(QObject):
 
     def _on_answered(self, callback: RetrieveCallback, result: Retrieval | None, error: str | None) -> None:
         callback(result, error)
-
-
-def _new_control() -> IndexControl:
-    # Looked up when a job is made, not at import: the engine's face imports every package
-    # listed before the one that owns a name, and creating the service must stay free.
-    from engine import IndexControl
-
-    return IndexControl()
 
 
 def _paused(event: IndexProgress) -> IndexProgress:

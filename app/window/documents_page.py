@@ -107,6 +107,8 @@ class DocumentsPage(QWidget):
         """The chats search this service's collections; their Documents menus follow its list,
         which is read now (on a worker) so the menu is filled before the page is first seen."""
         chat_documents.set_source(self.service)
+        # Indexing waits while a reply generates (a length read: safe from the indexing worker).
+        self.service.set_chat_busy(lambda: bool(chat_documents.replies.streams))
         self.service.collections_changed.connect(chat_documents.refresh)
         self.service.start()
 

@@ -12,6 +12,7 @@ from app.conversation.document_chat import search_row_id
 from app.conversation.document_context import FAILED_NOTE, NONE_FOUND_NOTE, SEARCHING, WHOLE_NOTE
 from app.store.history import Grounding, Store
 from engine import Role
+from engine.documents.grounding import CITE_REMINDER
 from tests.app.documents_support import IndexSource, build_source, embedder, embedder_gguf, minilm_folder  # noqa: F401
 from tests.helpers import WAIT, last, load, open_window
 from tests.helpers import send as type_and_send
@@ -124,7 +125,7 @@ def test_a_reply_is_asked_with_numbered_excerpts_and_keeps_its_sources(
     asked = request.messages[-1]
     assert asked.role is Role.USER
     assert "cite it by its number in square brackets" in asked.text
-    assert asked.text.endswith(f"Question: {QUESTION}")
+    assert asked.text.endswith(f"Question: {QUESTION}\n\n{CITE_REMINDER}")
     assert "[1] espresso_machine_manual.md" in asked.text, "the best excerpt is about descaling"
     assert "descal" in asked.text.lower()
 
@@ -150,7 +151,7 @@ def test_a_reply_is_asked_with_numbered_excerpts_and_keeps_its_sources(
     # A follow-up searches again; the first question stays as the user typed it.
     send(qtbot, window, "And the bicycle chain?")
     assert len(seen) == 2
-    assert seen[1].messages[-1].text.endswith("Question: And the bicycle chain?")
+    assert seen[1].messages[-1].text.endswith(f"Question: And the bicycle chain?\n\n{CITE_REMINDER}")
     assert next(m.text for m in seen[1].messages if m.role is Role.USER) == QUESTION
 
 
