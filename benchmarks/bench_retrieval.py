@@ -40,13 +40,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from engine.documents.chunking import Chunk
+from engine.documents.document import DocumentKind, ParsedDocument, Section
 from engine.documents.index import DocumentIndex
 from engine.documents.retrieval import RetrievalMode, bm25_ranking, dense_ranking, retrieve
+from engine.documents.scanning import ScanResult
 
 RESULTS = Path(__file__).resolve().parent / "results" / "retrieval.json"
 DIM = 384
@@ -61,53 +63,25 @@ SEPARATOR = "\n\n"
 # -- a corpus, parsed and chunked the simplest way (one paragraph, one chunk) ----------------
 
 
-@dataclass(frozen=True)
-class _Section:
-    text: str
-    page: int | None
-    heading: str
-    start: int
-
-
-@dataclass(frozen=True)
-class _Doc:
-    sections: tuple[_Section, ...]
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    ordinal: int
-    text: str
-    page: int | None
-    heading: str
-    start: int
-    end: int
-    tokens: int
-
-
-@dataclass(frozen=True)
-class _Scan:
-    files: tuple[Path, ...]
-    refusals: tuple[()] = ()
-
-
-def _parse(path: Path) -> _Doc:
+def _parse(path: Path) -> ParsedDocument:
     sections, offset = [], 0
     for block in path.read_text(encoding="utf-8").split(SEPARATOR):
-        sections.append(_Section(block, None, "", offset))
+        sections.append(Section(block, None, "", offset))
         offset += len(block) + len(SEPARATOR)
-    return _Doc(tuple(sections))
+    return ParsedDocument(path, DocumentKind.TEXT, tuple(sections))
 
 
-def _chunk(doc: _Doc, count_tokens, max_tokens: int = 256, overlap: float = 0.15) -> tuple[_Chunk, ...]:
+def _chunk(
+    doc: ParsedDocument, count_tokens, max_tokens: int = 256, overlap: float = 0.15
+) -> tuple[Chunk, ...]:
     return tuple(
-        _Chunk(i, s.text, None, "", s.start, s.start + len(s.text), count_tokens(s.text))
+        Chunk(i, s.text, None, "", s.start, s.start + len(s.text), count_tokens(s.text))
         for i, s in enumerate(doc.sections)
     )
 
 
-def _scan(paths: Sequence[Path]) -> _Scan:
-    return _Scan(tuple(sorted(p for root in paths for p in Path(root).glob("*.txt"))))
+def _scan(paths: Sequence[Path]) -> ScanResult:
+    return ScanResult(tuple(sorted(p for root in paths for p in Path(root).glob("*.txt"))), ())
 
 
 def _words(rng: np.random.Generator) -> list[str]:
