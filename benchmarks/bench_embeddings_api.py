@@ -16,7 +16,7 @@ it, 10-20 minutes on 2 cores). Its context: ``--parallel`` slots of 512 tokens e
 of 512 (``-c 512*np -np np -b 512 -ub 512``), so it can pack several texts into one decode as
 Hearth's embedder does; ``--peer-slots 1`` gives it one slot (one text per decode).
 
-Run: ``.venv/bin/python -m benchmarks.bench_embeddings_api [--rounds 5] [--batches 4]
+Run: ``.venv/bin/python -m benchmarks.bench_embeddings_api [--rounds 5] [--batches 2]
 [--threads 1,2] [--peer-slots 4] [--encoding float]``; writes
 ``benchmarks/results/embeddings_api.json``.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -75,7 +76,7 @@ def corpus_texts(count_tokens: Callable[[str], int], n: int) -> list[str]:
             end += 8
         while end < len(words) and count_tokens(" ".join(words[at : end + 1])) + 2 <= TOKENS_PER_TEXT:
             end += 1
-        if end - at < 20:  # a document's short tail: start the next one
+        if count_tokens(" ".join(words[at:end])) < TOKENS_PER_TEXT // 2:  # a short tail: next document
             doc, at = doc + 1, 0
             continue
         texts.append(" ".join(words[at:end]))
@@ -182,9 +183,12 @@ def embed_all(client: Any, sets: Sequence[list[str]], encoding: str) -> tuple[np
         data = sorted(response.data, key=lambda d: d.index)
         if len(data) != len(texts):
             raise SystemExit(f"{len(data)} vectors for {len(texts)} texts.")
-        rows.extend(np.asarray(d.embedding, dtype=np.float64) for d in data)
+        for d in data:
+            # The SDK decodes base64 itself only when it chose the encoding; here it is asked.
+            raw = d.embedding
+            rows.append(np.frombuffer(base64.b64decode(raw), dtype="<f4") if isinstance(raw, str) else raw)
         tokens += response.usage.prompt_tokens if response.usage else 0
-    vectors = np.stack(rows)
+    vectors = np.stack(rows).astype(np.float64)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True), tokens
 
 
@@ -245,7 +249,7 @@ def compare(
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=4, help="requests of 32 texts per round")
+    parser.add_argument("--batches", type=int, default=2, help="requests of 32 texts per round")
     parser.add_argument("--threads", default="1,2", help="thread counts, both servers, e.g. 1,2")
     parser.add_argument("--peer-slots", type=int, default=4, help="llama-server's --parallel")
     parser.add_argument("--encoding", choices=("float", "base64"), default="float")
