@@ -301,9 +301,10 @@ def main() -> int:
             f"mean {s['cosine_mean']:.6f}",
             flush=True,
         )
-    result["load_average_after"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+        # Written after every thread count: a long run cut short keeps what it measured.
+        result["load_average_after"] = os.getloadavg()
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 
