@@ -3,8 +3,8 @@
 The run is given three functions (the real ones by default, imported when first needed, so the
 index and its tests load without the readers): ``parse(path)`` → a document,
 ``chunk(document, count_tokens, max_tokens=, overlap=)`` → chunks with their places, and
-``scan(paths)`` → the files under them and the refusals found while listing. Any objects of
-these shapes will do; the tests pass small stand-ins.
+``scan(paths)`` → the files under them and the refusals found while listing. Objects of the
+same fields will do; the tests pass small stand-ins.
 """
 
 from __future__ import annotations
@@ -12,37 +12,22 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from engine.base.errors import EngineError
+
+if TYPE_CHECKING:
+    # Annotations only: the readers load when an indexing run first needs them.
+    from engine.documents.chunking import Chunk as DocumentChunk
+    from engine.documents.scanning import ScanResult
 
 # Bytes read at a time while hashing a file.
 _HASH_BLOCK = 1 << 20
 
 
-class ChunkLike(Protocol):
-    ordinal: int
-    text: str
-    page: int | None
-    heading: str
-    start: int
-    end: int
-    tokens: int
-
-
-class RefusalLike(Protocol):
-    path: Path
-    reason: str
-
-
-class ScanLike(Protocol):
-    files: Sequence[Path]
-    refusals: Sequence[RefusalLike]
-
-
 Parse = Callable[[Path], Any]
-Chunk = Callable[..., Sequence[ChunkLike]]
-Scan = Callable[[Sequence[Path]], ScanLike]
+Chunk = Callable[..., Sequence["DocumentChunk"]]
+Scan = Callable[[Sequence[Path]], "ScanResult"]
 
 
 def default_parse() -> Parse:

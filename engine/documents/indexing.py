@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,9 +29,7 @@ from engine.documents.embedder_protocol import TextEmbedder
 from engine.documents.index_control import IndexControl
 from engine.documents.index_inputs import (
     Chunk,
-    ChunkLike,
     Parse,
-    RefusalLike,
     Scan,
     file_sha,
     one_line,
@@ -41,6 +40,10 @@ from engine.documents.index_progress import Progress, RunMeter
 from engine.documents.index_schema import transaction
 from engine.documents.index_types import ChunkSettings, DocumentStatus, IndexPhase, IndexReport
 from engine.documents.vector_matrix import vector_blob
+
+if TYPE_CHECKING:
+    from engine.documents.chunking import Chunk as DocumentChunk
+    from engine.documents.errors import DocumentRefused
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,7 @@ class _Row:
 class _Prepared:
     """A file read, parsed, chunked and embedded, waiting for its transaction."""
 
-    chunks: Sequence[ChunkLike]
+    chunks: Sequence[DocumentChunk]
     shas: list[str]
     vectors: dict[str, bytes]  # text sha -> blob for every chunk not kept from before
 
@@ -237,7 +240,7 @@ class IndexRun:
             self._bump()
         self.meter.removed += len(missing)
 
-    def _store_scan_refusals(self, refusals: Sequence[RefusalLike], existing: dict[str, _Row]) -> None:
+    def _store_scan_refusals(self, refusals: Sequence[DocumentRefused], existing: dict[str, _Row]) -> None:
         changed = []
         for refusal in refusals:
             key, reason = str(Path(os.path.abspath(refusal.path))), one_line(refusal.reason)
@@ -370,7 +373,7 @@ class IndexRun:
                 known.setdefault(r[0], r[1])
         return known
 
-    def _prepare(self, row: _Row, chunks: Sequence[ChunkLike]) -> _Prepared | None:
+    def _prepare(self, row: _Row, chunks: Sequence[DocumentChunk]) -> _Prepared | None:
         shas = [text_sha(c.text) for c in chunks]
         known = self._known_vectors(row)
         wanted: dict[str, str] = {}
