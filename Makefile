@@ -33,7 +33,16 @@ run: $(STAMP)
 	$(PY) -m app setup-default-model
 	$(PY) -m app
 
-test: $(STAMP)
+# Real MCP servers the tool tests start (tests/mcp_servers.py pins the same versions).
+MCP_NPM_DIR := .test-cache/mcp-npm
+MCP_NPM := @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-everything@2026.8.31
+$(MCP_NPM_DIR)/.installed: Makefile
+	@echo "Installing the npm MCP servers the tests use..."
+	@mkdir -p $(MCP_NPM_DIR)
+	npm install --no-audit --no-fund --silent --prefix $(MCP_NPM_DIR) $(MCP_NPM)
+	@touch $@
+
+test: $(STAMP) $(MCP_NPM_DIR)/.installed
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc
 

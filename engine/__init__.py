@@ -45,6 +45,7 @@ _PACKAGES = (
     "engine.rpc",
     "engine.hub",
     "engine.documents",
+    "engine.tools",
     "engine.loaded_model",
     "engine.chat_model",
 )

@@ -26,3 +26,14 @@ DEFAULT_QUEUE_CAPACITY = 32
 # Drafts per sequence per tick with speculation: an upper bound (the adaptive policy drafts
 # what pays). Each draft is a logit row llama.cpp must reserve, so loads plan for it.
 DEFAULT_MAX_DRAFT = 16
+# MCP tools (docs/TOOLS.md). A server has this long to start and list its tools, a call this
+# long to answer: npx fetching nothing still takes seconds on two cores, and a slow tool is
+# the user's to wait for, a hung one is not.
+DEFAULT_TOOL_START_TIMEOUT_S = 30.0
+DEFAULT_TOOL_CALL_TIMEOUT_S = 60.0
+# A tool's result is cut to this many characters before the model sees it: a directory
+# listing fits, a 10 MB file would fill any context the window gives a conversation.
+DEFAULT_TOOL_RESULT_MAX_CHARS = 8000
+# One reply may go this many rounds of calls, this many calls each, before it must answer.
+DEFAULT_MAX_TOOL_ROUNDS = 8
+DEFAULT_MAX_TOOL_CALLS_PER_ROUND = 8
