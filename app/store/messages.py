@@ -65,7 +65,7 @@ _MESSAGE_COLUMNS = (
     " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id) AND s.id <= m.id),"
     " (SELECT count(*) FROM messages s WHERE s.parent_id IS m.parent_id"
     " AND s.conversation_id = m.conversation_id AND (s.deleted_at IS NULL OR s.id = m.id)),"
-    " m.thinking, m.thinking_tokens, m.thinking_seconds, m.grounding, m.grounding_detail"
+    " m.thinking, m.thinking_tokens, m.thinking_seconds, m.grounding, m.grounding_detail, m.tool_rounds"
 )
 # The path a conversation shows: from its selected first message through selected children
 # (deleted ones included: what followed them still follows). Its placeholder: the conversation.
@@ -126,6 +126,7 @@ class MessageTree(Database):
                 thinking=Thinking(row[20], row[21], row[22]),
                 grounding=None if row[23] is None else Grounding(row[23]),
                 grounding_detail=row[24],
+                tool_rounds=row[25],
                 sources=tuple(sources.get(row[0], ())),
             )
             for row in rows

@@ -157,6 +157,14 @@ def _migrate_to_5(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _migrate_to_6(conn: sqlite3.Connection) -> None:
+    # Tools (issue 29): the rounds of tool calls a reply made before its answer, as JSON
+    # (``engine.tools.rounds_json``): what each call was, whether the user allowed it, what it
+    # returned. Kept with the reply, so regenerating or editing branches past them like any
+    # text, and the next turn sends them back as the model's calls and the tools' results.
+    conn.execute("ALTER TABLE messages ADD COLUMN tool_rounds TEXT NOT NULL DEFAULT ''")
+
+
 # Index i migrates version i to i + 1. Append only: a released migration never changes.
 MIGRATIONS: tuple[Migration, ...] = (
     _migrate_to_1,
@@ -164,6 +172,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _migrate_to_3,
     _migrate_to_4,
     _migrate_to_5,
+    _migrate_to_6,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -199,6 +199,8 @@ class Message:
     grounding: Grounding | None = None
     grounding_detail: str = ""
     sources: tuple[MessageSource, ...] = ()
+    # Tools (issue 29): the rounds of calls the reply made before ``text``, as JSON ("": none).
+    tool_rounds: str = ""
 
     def to_chat_message(self) -> ChatMessage:
         return ChatMessage(self.role, self.text, self.images, self.tokens, self.tokens_model)

@@ -86,6 +86,17 @@ class Replies(MessageTree):
             )
         return cursor.rowcount == 1
 
+    def save_tool_rounds(self, message_id: int, rounds: str) -> None:
+        """The reply's rounds of tool calls so far (``engine.tools.rounds_json``), written at
+        each step (asked, allowed, run), so a reply cut off mid-tool keeps what ran."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET tool_rounds = ?, updated = ? WHERE id = ? AND role = 'assistant'",
+                (rounds, self._clock(), message_id),
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"Reply {message_id} does not exist.")
+
     def finish_reply(
         self,
         message_id: int,
