@@ -21,6 +21,7 @@ from app.services.library import LibraryController
 from app.services.local_server import LocalServer
 from app.services.model_session import ModelSession
 from app.services.remote_servers import RemoteServers
+from app.services.tools import ToolsService
 from app.services.workers import WorkerRegistry
 from app.settings.key_vault import KeyVault
 from app.settings.recent_folder import RecentFolder
@@ -66,9 +67,10 @@ def build_services(
     local_server = LocalServer(store, lambda: session.model)
     # Collections of the user's files: the index and the embedder open on a worker when needed.
     documents = DocumentsService(paths)
+    tools = ToolsService(paths, store)  # MCP servers (mcp.json); started with the window
     return Services(
         paths, hardware, store, session, library, recent_folder,
-        remote_servers, workers, discover, local_server, documents,
+        remote_servers, workers, discover, local_server, documents, tools,
     )  # fmt: skip
 
 

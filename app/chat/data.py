@@ -310,6 +310,8 @@ class MessageData:
     # listed under it), and a note about them ("No excerpt matched…").
     sources: tuple[Source, ...] = ()
     documents_note: str = ""
+    # What Copy gives when it is not ``text``: a reply's words without its tool blocks.
+    copy_text: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role", Role(self.role))

@@ -36,7 +36,9 @@ class MessageViewActions:
         if action not in self.available_actions(message_id):
             return
         if action is MessageAction.COPY:
-            self._copy(self.message(message_id).text)  # type: ignore[union-attr]
+            data = self.message(message_id)
+            assert data is not None  # it has actions
+            self._copy(data.text if data.copy_text is None else data.copy_text)
         elif action is MessageAction.EDIT:
             self.edit_requested.emit(message_id)
         elif action is MessageAction.REGENERATE:

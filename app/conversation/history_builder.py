@@ -4,12 +4,22 @@ that sees), the request for a reply, and the request the context meter measures.
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.chat import SamplingSettings
 from app.chat.viewport_layout import STREAM_TEXT_INTERVAL_S
 from app.conversation.image_cache import ImageCache
 from app.store.history import Conversation, Message
 from app.store.history import MessageState as StoredState
-from engine import ChatMessage, ChatRequest, Retrieval, Role, ground_messages
+from engine import (
+    ChatMessage,
+    ChatRequest,
+    Retrieval,
+    Role,
+    ground_messages,
+    round_messages,
+    rounds_from_json,
+)
 
 
 class HistoryBuilder:
@@ -24,7 +34,11 @@ class HistoryBuilder:
         if conversation.system_prompt:
             messages.append(ChatMessage(Role.SYSTEM, conversation.system_prompt))
         for message in history:
-            if message.state is StoredState.FAILED or (message.role is Role.ASSISTANT and not message.text):
+            if message.state is StoredState.FAILED:
+                continue
+            if message.tool_rounds:  # the calls a reply made before its text, and their results
+                messages.extend(round_messages(rounds_from_json(message.tool_rounds)))
+            if message.role is Role.ASSISTANT and not message.text:
                 continue
             # A model that cannot see is given the text: the images stay in the chat.
             images = tuple(self.images.decoded(ref) for ref in message.images) if sees else ()
@@ -42,10 +56,12 @@ class HistoryBuilder:
         prefix: str,
         sees: bool,
         retrieval: Retrieval | None = None,
+        tools: tuple[dict[str, Any], ...] = (),
     ) -> ChatRequest:
         """The request that writes ``reply`` (a row of ``path``, left out of what is sent);
         ``prefix``: where a continued reply goes on from; ``retrieval``: the numbered excerpts
-        put before the question it answers (documents turned on)."""
+        put before the question it answers (documents turned on); ``tools``: the OpenAI tool
+        specs it may call."""
         messages = self.messages(conversation, [m for m in path if m.id != reply.id], sees)
         return ChatRequest(
             messages=ground_messages(messages, retrieval) if retrieval is not None else tuple(messages),
@@ -54,6 +70,7 @@ class HistoryBuilder:
             owner=str(conversation.id),
             assistant_prefix=prefix,
             text_interval_s=STREAM_TEXT_INTERVAL_S,
+            tools=tools,
         )
 
 

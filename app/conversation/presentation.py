@@ -17,9 +17,10 @@ from app.chat import (
 )
 from app.conversation.document_context import documents_note, view_sources
 from app.conversation.reply_in_flight import ReplyInFlight
+from app.conversation.tool_blocks import copy_text, shown_text
 from app.store.history import Conversation, Message
 from app.store.history import MessageState as StoredState
-from engine import Role
+from engine import Role, rounds_from_json
 
 NEW_TITLE = "New chat"
 
@@ -44,13 +45,18 @@ def view_message(message: Message, streaming: ReplyInFlight | None, can_regenera
     stats = ReplyStats.from_dict(message.stats) if message.stats else None
     images = tuple(ImageThumb(ref.read_bytes(), ref.path.name) for ref in message.images if ref.path.exists())
     waiting = None
+    copy = None
     if streaming is not None:
         thought = streaming.thought()
-        text = streaming.text
+        text = streaming.shown_text
+        copy = streaming.copy_text if streaming.tools is not None else None
         state = MessageState.STREAMING if text or thought else MessageState.PENDING
         waiting = streaming.waiting if state is MessageState.PENDING else None  # shown again as it was
     else:
         text, state = message.text, VIEW_STATE.get(message.state, MessageState.DONE)
+        if message.tool_rounds:
+            rounds = rounds_from_json(message.tool_rounds)
+            text, copy = shown_text(rounds, message.text), copy_text(rounds, message.text)
         thinking = message.thinking
         thought = Thought(thinking.text, thinking.tokens, thinking.seconds) if thinking.text else None
     return MessageData(
@@ -70,6 +76,7 @@ def view_message(message: Message, streaming: ReplyInFlight | None, can_regenera
         waiting=waiting,
         sources=view_sources(message.sources),
         documents_note=documents_note(message.grounding, message.grounding_detail),
+        copy_text=copy,
     )
 
 

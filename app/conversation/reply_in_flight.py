@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 from app.chat import QueueWait, Thought
 from app.conversation.thinking import ReplySplit
+from app.conversation.tool_blocks import copy_text, progress_text
+from app.conversation.tool_progress import ToolProgress
 from app.store.history import Thinking
-from engine import RequestHandle
+from engine import ChatRequest, RequestHandle
 
 
 class ReplyStage(enum.Enum):
@@ -21,6 +23,7 @@ class ReplyStage(enum.Enum):
     READING = "reading"  # the prompt is being evaluated
     THINKING = "thinking"  # a reasoning model, before its answer
     WRITING = "writing"
+    TOOLS = "calling tools"  # its calls asked about or running (issue 29)
 
 
 @dataclass(eq=False)
@@ -42,11 +45,25 @@ class ReplyInFlight:
     resumed: bool = False  # continuing a reply that was cut off
     queued_at: float | None = None  # time.monotonic() when the engine queued it
     waiting: QueueWait | None = None  # why it waits for a slot, once that is known
+    # With tools offered: the request as first made (each round continues it), the rounds.
+    request: ChatRequest | None = None
+    tools: ToolProgress | None = None
 
     @property
     def text(self) -> str:
-        """The answer so far: what is stored as the reply's text and sent back next turn."""
-        return self.split.answer
+        """The answer so far: what is stored as the reply's text and sent back next turn
+        (with tools, the text of the round it is in, its calls taken out)."""
+        return self.split.answer if self.tools is None else self.tools.answer
+
+    @property
+    def shown_text(self) -> str:
+        """What the view shows: with tools, the rounds' blocks before the text."""
+        return self.text if self.tools is None else progress_text(self.tools)
+
+    @property
+    def copy_text(self) -> str:
+        """What copying the reply gives: the texts, not the tool blocks."""
+        return self.text if self.tools is None else copy_text(self.tools.rounds, self.text)
 
     def thinking(self) -> Thinking:
         return self.split.so_far(time.monotonic())

@@ -23,11 +23,14 @@ from app.conversation.refusals import NO_MODEL
 from app.conversation.reply_in_flight import ReplyInFlight, ReplyStage, why_waiting
 from app.conversation.shown import ShownConversation
 from app.conversation.thinking import ReplySplit
+from app.conversation.tool_progress import ToolProgress
+from app.conversation.tool_turns import ToolTurns
 from app.services.model_session import ModelSession
 from app.store.history import Message, ReplyModel, Store
 from app.store.history import MessageState as StoredState
 from engine import (
     ChatModel,
+    ChatRequest,
     Completion,
     EngineError,
     PromptTooLong,
@@ -35,6 +38,9 @@ from engine import (
     RequestHandle,
     StopReason,
     TextDelta,
+    continuation,
+    rounds_from_json,
+    rounds_json,
 )
 
 SAVE_INTERVAL_MS = 500
@@ -78,6 +84,13 @@ class ReplyRunner(QObject):
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
         self._save_timer.timeout.connect(self.save_streaming)
         self._closing = False
+        self._submit_error = EngineError("")
+        # Tools (issue 29): a reply's calls between its rounds; attached to a ToolsService
+        # by the window (app/window/chat_tools.py), offering none until then.
+        self.tool_turns = ToolTurns(store, view, shown, self)
+        self.tool_turns.next_round = self._next_round
+        self.tool_turns.stopped = self._tools_stopped
+        self.tool_turns.status.connect(self.status)
 
     def __contains__(self, conversation_id: object) -> bool:
         """Whether the conversation is generating."""
@@ -101,6 +114,8 @@ class ReplyRunner(QObject):
         self._closing = True
         self._save_timer.stop()
         for stream in list(self.streams.values()):
+            if stream.tools is not None and stream.stage is ReplyStage.TOOLS:
+                self.tool_turns.stop(stream, end=False)
             self.store.finish_reply(
                 stream.message_id, stream.text, StoredState.INTERRUPTED, thinking=stream.thinking()
             )
@@ -110,7 +125,9 @@ class ReplyRunner(QObject):
 
     def cancel(self, conversation_id: int) -> None:
         stream = self.streams.get(conversation_id)
-        if stream is not None and stream.handle is not None:
+        if stream is not None and stream.stage is ReplyStage.TOOLS:
+            self.tool_turns.stop(stream)
+        elif stream is not None and stream.handle is not None:
             stream.handle.cancel()
 
     # -- submitting -----------------------------------------------------------------------
@@ -140,16 +157,50 @@ class ReplyRunner(QObject):
             )
         else:
             split, prefix = ReplySplit(model.chat_traits), ""
+        offered = self.tool_turns.offer(conversation_id, model)
+        earlier = rounds_from_json(reply.tool_rounds) if resume and reply.tool_rounds else ()
         try:
             sees = model.has_vision
             retrieval = grounded.retrieval if grounded is not None else None
-            request = self.history.reply_request(conversation, path, reply, settings, prefix, sees, retrieval)
+            request = self.history.reply_request(
+                conversation, path, reply, settings, prefix, sees,
+                retrieval, tools=offered,
+            )  # fmt: skip
         except EngineError as exc:
             self._fail_to_start(reply, exc)
             return
         stream = ReplyInFlight(
             conversation_id, reply.id, None, split, saved=(reply.text, reply.thinking), resumed=resume
         )
+        if offered or earlier:
+            stream.request = request
+            if earlier:  # a reply continued after its calls: they go before where it goes on
+                capped = continuation(request, earlier, offered, self.tool_turns.limits.max_rounds)
+                request, offered = replace(capped, assistant_prefix=prefix), capped.tools
+            known = tuple(spec["function"]["name"] for spec in stream.request.tools)
+            stream.tools = ToolProgress(offered, model.chat_traits.tool_format, list(earlier), known=known)
+            stream.tools.content = reply.text if resume else ""
+        if not self._submit(stream, model, request):
+            self._fail_to_start(reply, self._submit_error)
+            return
+        self.streams[conversation_id] = stream
+        if conversation_id == self.shown.current_id:
+            self.view.undo_bar.dismiss()  # the conversation moved on: the delete is final
+            if resume:
+                self.view.set_state(
+                    reply.id, MessageState.STREAMING, text=stream.shown_text, thought=stream.thought()
+                )
+            else:
+                self.shown.show_path(conversation_id, path)
+            self.view.scroll_to_bottom()
+            self.composer.set_generating(True)
+        self._set_stage(stream, ReplyStage.WAITING)
+        self._save_timer.start()
+        self.streaming_changed.emit(len(self.streams))
+
+    def _submit(self, stream: ReplyInFlight, model: ChatModel, request: ChatRequest) -> bool:
+        """Hand ``request`` to the model, its events followed on ``stream`` (False: refused,
+        ``_submit_error`` says why)."""
 
         def connect(handle: RequestHandle) -> None:
             handle.signals_only()  # the reply streams through the signals: no event queue
@@ -164,22 +215,36 @@ class ReplyRunner(QObject):
         try:
             model.submit(request, connect)
         except EngineError as exc:
-            self._fail_to_start(reply, exc)
+            self._submit_error = exc
+            return False
+        return True
+
+    # -- between rounds of tool calls ---------------------------------------------------------
+
+    def _next_round(self, stream: ReplyInFlight, request: ChatRequest) -> None:
+        """The round's calls are done: the model is asked again, in the same reply."""
+        model = self.session.chat_model
+        if self._closing or self.streams.get(stream.conversation_id) is not stream:
             return
-        self.streams[conversation_id] = stream
-        if conversation_id == self.shown.current_id:
-            self.view.undo_bar.dismiss()  # the conversation moved on: the delete is final
-            if resume:
-                self.view.set_state(
-                    reply.id, MessageState.STREAMING, text=reply.text, thought=stream.thought()
-                )
-            else:
-                self.shown.show_path(conversation_id, path)
-            self.view.scroll_to_bottom()
-            self.composer.set_generating(True)
-        self._set_stage(stream, ReplyStage.WAITING)
-        self._save_timer.start()
-        self.streaming_changed.emit(len(self.streams))
+        error = EngineError(NO_MODEL) if model is None else None
+        if model is not None:
+            stream.split = ReplySplit(model.chat_traits)
+            stream.stage = ReplyStage.WAITING
+            if self._submit(stream, model, request):
+                self._set_stage(stream, ReplyStage.WAITING)
+                return
+            error = self._submit_error
+        assert error is not None
+        self.store.finish_reply(stream.message_id, stream.text, StoredState.INTERRUPTED, error=error.message)
+        self._end(stream, MessageState.INTERRUPTED, error=error.message)
+        self.status.emit(error.message)
+
+    def _tools_stopped(self, stream: ReplyInFlight) -> None:
+        """Esc while the reply was in its calls: kept as interrupted, with what ran."""
+        self.store.finish_reply(
+            stream.message_id, stream.text, StoredState.INTERRUPTED, thinking=stream.thinking()
+        )
+        self._end(stream, MessageState.INTERRUPTED)
 
     def _fail_to_start(self, reply: Message, error: EngineError) -> None:
         self.store.finish_reply(reply.id, reply.text, StoredState.FAILED, error=error.message)
@@ -246,6 +311,8 @@ class ReplyRunner(QObject):
         split = stream.split
         before = (split.thinking, split.tokens, len(split.thought))
         _thought, answer = split.feed(delta.text, delta.pieces, time.monotonic(), delta.reasoning)
+        if stream.tools is not None:
+            answer = stream.tools.feed(answer)  # its calls held back: they show as blocks
         # The block's count moves with tokens that carry no text yet (a tag being held).
         self._show_delta(stream, before != (split.thinking, split.tokens, len(split.thought)), answer)
 
@@ -279,8 +346,18 @@ class ReplyRunner(QObject):
         if self._closing:
             return
         stream.split.finish(time.monotonic())
-        stats = ReplyStats.from_completion(completion)
         cancelled = completion.stop_reason is StopReason.CANCELLED
+        if stream.tools is not None:
+            tail, calls = stream.tools.finish()
+            self._show_delta(stream, False, tail)
+            if calls and not cancelled:
+                # The stage first: a round whose calls are all refused ends at once, and the
+                # next round's submit (or the reply's end) must not be overwritten after it.
+                self._set_stage(stream, ReplyStage.TOOLS)
+                self.tool_turns.begin_round(stream, calls)
+                return
+            self.store.save_tool_rounds(stream.message_id, rounds_json(stream.tools.rounds))
+        stats = ReplyStats.from_completion(completion)
         self.store.finish_reply(
             stream.message_id,
             stream.text,
@@ -333,13 +410,18 @@ class ReplyRunner(QObject):
         self, stream: ReplyInFlight, state: MessageState, stats: ReplyStats | None = None, error: str = ""
     ) -> None:
         self.streams.pop(stream.conversation_id, None)
+        self.tool_turns.forget(stream.conversation_id)
         self.conversations.set_busy(stream.conversation_id, False)
         if stream.stage is ReplyStage.WAITING:
             self._explain_waits()  # one fewer waiting ahead of the others
         if stream.conversation_id == self.shown.current_id:
             self.view.set_state(
-                stream.message_id, state, stats=stats, error=error, text=stream.text, thought=stream.thought()
-            )
+                stream.message_id, state, stats=stats, error=error, text=stream.shown_text,
+                thought=stream.thought(),
+            )  # fmt: skip
+            shown = self.view.message(stream.message_id)
+            if stream.tools is not None and shown is not None:
+                self.view.update_message(replace(shown, copy_text=stream.copy_text))
             self.composer.set_generating(False)
         if not self.streams:
             self._save_timer.stop()

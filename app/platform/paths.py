@@ -52,6 +52,11 @@ class AppPaths:
         return self.data_dir / "documents.sqlite3"
 
     @property
+    def mcp_config(self) -> Path:
+        """The MCP servers Hearth may start (docs/TOOLS.md), in the ``mcpServers`` shape."""
+        return self.data_dir / "mcp.json"
+
+    @property
     def embedders_dir(self) -> Path:
         """Embedding models Hearth made itself (the default one, converted at setup)."""
         return self.data_dir / "embedders"

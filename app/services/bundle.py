@@ -12,6 +12,7 @@ from app.services.library import LibraryController
 from app.services.local_server import LocalServer
 from app.services.model_session import ModelSession
 from app.services.remote_servers import RemoteServers
+from app.services.tools import ToolsService
 from app.services.workers import WorkerRegistry
 from app.settings.recent_folder import RecentFolder
 from app.store.history import Store
@@ -31,3 +32,4 @@ class Services:
     discover: DiscoverController
     local_server: LocalServer
     documents: DocumentsService
+    tools: ToolsService

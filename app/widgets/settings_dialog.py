@@ -1,4 +1,4 @@
-"""Settings: General, Hardware, Appearance, Remote servers, Hub; one tab each. Changes apply
+"""Settings: General, Hardware, Appearance, Remote servers, Tools, Hub; one tab each. Changes apply
 as they are made (the Hub's, checked first, when saved)."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from app.widgets.settings_appearance import AppearancePage
 from app.widgets.settings_general import GeneralPage, ModelsFolder
 from app.widgets.settings_hardware import HardwarePage
 from app.widgets.settings_hub import HubConfig, HubSettingsPage
+from app.widgets.settings_tools import ToolServerList, ToolsPage
 from engine import HardwareSnapshot
 
 
@@ -31,6 +32,7 @@ class SettingsPage(enum.Enum):
     HARDWARE = "Hardware"
     APPEARANCE = "Appearance"
     REMOTE = "Remote servers"
+    TOOLS = "Tools"
     HUB = "Hub"
 
 
@@ -43,6 +45,7 @@ class SettingsContext:
     hub: HubConfig
     models_folder: ModelsFolder
     hardware: HardwareSnapshot | None = None
+    tools: ToolServerList | None = None  # MCP servers; no tab without them
 
 
 class SettingsDialog(QDialog):
@@ -57,6 +60,7 @@ class SettingsDialog(QDialog):
         self.appearance_page = AppearancePage(context.preferences)
         self.remote_page = RemoteServersPage(context.servers)
         self.hub_page = HubSettingsPage(context.hub)
+        self.tools_page = ToolsPage(context.tools) if context.tools is not None else None
         self.hub_save = QPushButton("Save")
         self.hub_save.setObjectName("saveHubSettings")
         self.hub_save.clicked.connect(self.hub_page.save)
@@ -74,6 +78,7 @@ class SettingsDialog(QDialog):
             SettingsPage.HARDWARE: self.hardware_page,
             SettingsPage.APPEARANCE: self.appearance_page,
             SettingsPage.REMOTE: self.remote_page,
+            **({SettingsPage.TOOLS: self.tools_page} if self.tools_page is not None else {}),
             SettingsPage.HUB: hub_tab,
         }
         for page, tab in self._tabs.items():

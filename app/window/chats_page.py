@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
 
 from app.chat import Composer, ConversationList, DocumentsButton, MessageView, SamplingPanel
 from app.chat.model_picker import LoadLine, PickerButton
+from app.chat.tool_approval import ToolApproval
+from app.chat.tools_button import ToolsButton
 
 LIST_MIN_WIDTH = 210
 LIST_WIDTH = 260
@@ -34,7 +36,7 @@ SETTINGS_WIDTH = 290
 
 class ChatHeader(QFrame):
     """The conversation's title, the model that will answer, the collections it searches
-    (Documents) and the Settings toggle."""
+    (Documents), its tools (Tools) and the Settings toggle."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -51,6 +53,7 @@ class ChatHeader(QFrame):
         self.model = PickerButton()
         self.load_line = LoadLine()
         self.documents = DocumentsButton()
+        self.tools = ToolsButton()
         self.settings_button = QToolButton()
         self.settings_button.setObjectName("settingsToggle")
         self.settings_button.setText("Settings")
@@ -65,6 +68,7 @@ class ChatHeader(QFrame):
         layout.setContentsMargins(16, 6, 10, 6)
         layout.addLayout(text, 1)
         layout.addWidget(self.documents, 0, Qt.AlignmentFlag.AlignVCenter)
+        layout.addWidget(self.tools, 0, Qt.AlignmentFlag.AlignVCenter)
         layout.addWidget(self.settings_button, 0, Qt.AlignmentFlag.AlignVCenter)
         self.setStyleSheet("QFrame#chatHeader { border-bottom: 1px solid palette(mid); }")
         self._title_text = ""
@@ -145,6 +149,7 @@ class ChatsPage(QSplitter):
         self.settings = settings
         self.header = ChatHeader()
         self.notice = ChatNotice()
+        self.approval = ToolApproval()  # a tool call waiting for the user's allow
         column = QWidget()
         column.setObjectName("chatColumn")
         layout = QVBoxLayout(column)
@@ -152,6 +157,7 @@ class ChatsPage(QSplitter):
         layout.setSpacing(0)
         layout.addWidget(self.header)
         layout.addWidget(view, 1)
+        layout.addWidget(self.approval)
         layout.addWidget(self.notice)
         layout.addWidget(composer)
         self.column = column

@@ -48,6 +48,7 @@ from app.widgets.nav_rail import PAGE_LABELS, NavRail, Page, beside_rail
 from app.widgets.remote_panel import RemotePanel
 from app.widgets.settings_dialog import SettingsDialog, SettingsPage
 from app.window.actions import Shortcut, main_toolbar, window_action
+from app.window.chat_tools import serve_tools
 from app.window.chats_page import ChatsPage
 from app.window.dashboard_dock import DashboardDock
 from app.window.discover_page import DiscoverPage
@@ -94,6 +95,7 @@ class MainWindow(QMainWindow):
         self.workers = services.workers
         self.discover = services.discover
         self.local_server = services.local_server
+        self.tools = services.tools  # MCP servers: started with the window, stopped when it closes
         for service in (self.session, self.library, self.remote_servers, self.workers, self.discover):
             service.setParent(self)  # they go with the window
         self.local_server.setParent(self)
@@ -173,6 +175,7 @@ class MainWindow(QMainWindow):
         )
         self.chat.load_for = lambda chat: self.chooser.load_for_chat(self.chat.writer_of(chat))
         self.documents_page.serve_chat(self.chat.documents)
+        serve_tools(self, services.tools)
         self.picker_popup = ModelPickerPopup(self)
         self.chats_page.header.model.clicked.connect(self.open_model_picker)
         self.badge = ModelBadge()
@@ -287,6 +290,7 @@ class MainWindow(QMainWindow):
         self.discover.set_hardware(self._hardware)
         self.workers_view.changed()
         self.workers.start()
+        self.tools.start()
         self.discover.restore_downloads()
         if self._hardware.native_error is not None:  # this llama.cpp build failed its self-check
             print(f"hearth: {self._hardware.native_error}", file=sys.stderr)
@@ -333,6 +337,7 @@ class MainWindow(QMainWindow):
         self.picker_popup.hide()
         self._state.save(self, self._splitters(), self.current_page())
         self.chat.shutdown()
+        self.tools.shutdown()  # every server's child ends (bounded wait)
         self.workers.stop()
         self.local_server.shutdown()  # API requests end before their model goes
         self.discover.shutdown()  # downloads pause; their parts resume on the next start

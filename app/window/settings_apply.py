@@ -16,6 +16,7 @@ from app.platform.paths import AppPaths, save_models_dir
 from app.services.discover import DiscoverController
 from app.services.library import LibraryController
 from app.services.remote_servers import RemoteServers
+from app.services.tools import ToolsService
 from app.settings.preferences import Preferences
 from app.settings.recent_folder import RecentFolder
 from app.store.history import Store
@@ -35,6 +36,7 @@ class SettingsWindow(Protocol):
     library: LibraryController
     recent_folder: RecentFolder
     remote_servers: RemoteServers
+    tools: ToolsService
     discover: DiscoverController
     chat: ChatController
     model_panel: ModelPanel
@@ -68,6 +70,7 @@ def open_settings_dialog(window: SettingsWindow, page: SettingsPage | None = Non
             hub=window.discover,
             models_folder=WindowModelsFolder(window),
             hardware=window.planning_hardware(),
+            tools=window.tools,
         )
         window.settings_dialog = SettingsDialog(context, window)
         window.settings_dialog.general_page.defaults_changed.connect(

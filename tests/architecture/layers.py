@@ -95,6 +95,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.rpc",
             "engine.sampling",
             "engine.speculation",
+            "engine.tools",
         },
         "app.conversation": {
             "app.chat",
@@ -114,6 +115,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.remote",
             "engine.requests",
             "engine.speculation",
+            "engine.tools",
         },
         "app.dashboard": {
             "app.widgets",
@@ -146,6 +148,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "app.store",
             "engine.base",
             "engine.catalog",
+            "engine.chat",
             "engine.chat_model",
             "engine.documents",
             "engine.hub",
@@ -156,6 +159,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.remote",
             "engine.rpc",
             "engine.speculation",
+            "engine.tools",
         },
         # preferences read the sampling panel's SamplingSettings
         "app.settings": {
@@ -187,6 +191,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.remote",
             "engine.rpc",
             "engine.speculation",
+            "engine.tools",
         },
         "app.window": {
             "app.chat",
@@ -201,6 +206,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "app.wording",
             "engine.base",
             "engine.catalog",
+            "engine.chat_model",
             "engine.documents",
             "engine.hub",
             "engine.library",
@@ -217,6 +223,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
         "engine.catalog": {"engine.base"},
         "engine.chat": {"engine.base", "engine.sampling"},
         "engine.chat_model": {"engine.chat", "engine.requests"},
+        "engine.tools": {"engine.base", "engine.chat", "engine.requests"},
         "engine.documents": {
             "engine.base",
             "engine.catalog",

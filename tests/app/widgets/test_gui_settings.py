@@ -58,7 +58,7 @@ def reopen(qtbot, window: MainWindow, paths: AppPaths, hardware: HardwareSnapsho
 def test_settings_has_the_pages_users_expect(qtbot, window: MainWindow) -> None:
     dialog = open_settings(qtbot, window)
     tabs = [dialog.tabs.tabText(i) for i in range(dialog.tabs.count())]
-    assert tabs == ["General", "Hardware", "Appearance", "Remote servers", "Hub"]
+    assert tabs == ["General", "Hardware", "Appearance", "Remote servers", "Tools", "Hub"]
     assert dialog.current_page() is SettingsPage.GENERAL
     dialog.close()
     # A remote model's "settings" link still opens Remote servers.
