@@ -1,7 +1,9 @@
 """``hearth chat`` and ``hearth bench``: one streamed reply, and the engine's throughput.
 
 ``chat --docs COLLECTION`` grounds the question in the collection's excerpts (retrieved for
-the loaded model's context per conversation) and lists the ones the reply cites."""
+the loaded model's context per conversation) and lists the ones the reply cites;
+``chat --mcp mcp.json --allow-tools`` lets the model call those servers' tools
+(app/cli/tool_chat.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from app.cli import docs
+from app.cli import docs, tool_chat
 from app.cli.options import (
     add_speculation_options,
     add_threads_option,
@@ -32,6 +34,7 @@ from engine import (
     SamplingParams,
     cited_numbers,
     ground_messages,
+    rounds_json,
     to_jsonable,
 )
 
@@ -73,6 +76,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--embedder", type=Path, metavar="GGUF", default=None, help="the embedding model the collections use"
     )
+    tool_chat.add_tool_options(p)
     p.add_argument(
         "--json", action="store_true", help="print one JSON object at the end instead of streaming"
     )
@@ -108,6 +112,7 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         repeat_penalty=args.repeat_penalty,
         seed=seed_value(args.seed),  # -1: random, as in the API
     )
+    tool_chat.check_tool_options(args)
     if args.image and args.mmproj is None:
         raise ImageRejected("Images need a vision projector: add --mmproj PROJECTOR.")
     images = load_images(args.image) if args.image else ()
@@ -127,9 +132,17 @@ def cmd_chat(args: argparse.Namespace, paths: AppPaths) -> int:
         if index is not None:
             retrieval = _retrieve(stack, index, args, paths, model.context_per_conversation)
             request = replace(request, messages=ground_messages(request.messages, retrieval))
-        completion = _stream(model, request, args.json)
+        rounds: tuple[Any, ...] = ()
+        if args.mcp is not None:
+            toolbox = tool_chat.open_toolbox(args.mcp)
+            stack.callback(toolbox.stop_all)
+            completion, rounds = tool_chat.chat_with_tools(model, request, toolbox, args.json)
+        else:
+            completion = _stream(model, request, args.json)
     if args.json:
         data = to_jsonable(completion)
+        if args.mcp is not None:
+            data["tool_rounds"] = json.loads(rounds_json(rounds))["rounds"]
         if retrieval is not None:
             data["sources"] = [_source_json(e) for e in retrieval.excerpts]
             data["cited"] = cited_numbers(completion.text, [e.n for e in retrieval.excerpts])
