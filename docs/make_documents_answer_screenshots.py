@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "docs"))
 
-from make_screenshots import SIZES, event_pumps, shot, started_window  # noqa: E402
+from make_screenshots import SIZES, event_pumps, load_model, shot, started_window  # noqa: E402
 
 QUESTION = "How do I descale the espresso machine, and how often?"
 COLLECTION = "Household"
@@ -67,13 +67,7 @@ def main() -> None:
     window = started_window(paths)
     window.library.wait_idle()
     window.chat.documents.set_source(source)
-    window.library.add_paths([qwen], select=qwen)
-    window.library.wait_idle()
-    until(lambda: window.library_panel.selected_path() == qwen)
-    window.model_panel.ctx_spin.setValue(8192)
-    window.model_panel.parallel_spin.setValue(1)
-    window.model_panel.load_button.click()
-    until(lambda: window.session.ready_model is not None)
+    load_model(window, qwen, until)
     window.show_page(Page.CHATS)
     window.new_chat()
     window.chats_page.header.documents.set_checked_name(COLLECTION, True)

@@ -204,6 +204,17 @@ def started_window(paths):  # -> MainWindow, shown at the first size and started
     return window
 
 
+def load_model(window, model: Path, until, ctx: int = 8192, parallel: int = 1) -> None:
+    """Add ``model`` to the library, select it and load it with ``ctx`` per conversation."""
+    window.library.add_paths([model], select=model)
+    window.library.wait_idle()
+    until(lambda: window.library_panel.selected_path() == model)
+    window.model_panel.ctx_spin.setValue(ctx)
+    window.model_panel.parallel_spin.setValue(parallel)
+    window.model_panel.load_button.click()
+    until(lambda: window.session.ready_model is not None)
+
+
 def shot(window, name: str) -> None:
     from PySide6.QtWidgets import QApplication
 
