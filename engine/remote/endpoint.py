@@ -61,14 +61,14 @@ class RemoteEndpoint:
 
     def client(self, read_timeout: float = READ_TIMEOUT_S):  # -> openai.OpenAI
         """An SDK client for this server: no retries (a failure is shown, not hidden)."""
-        import httpx
         import openai
 
         return openai.OpenAI(
             base_url=self.base_url,
             api_key=self.api_key or NO_KEY,
             max_retries=0,
-            timeout=httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S),
+            # The SDK's own Timeout: its HTTP library is httpx before 3.x and httpx2 after.
+            timeout=openai.Timeout(read_timeout, connect=CONNECT_TIMEOUT_S),
         )
 
 

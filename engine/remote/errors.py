@@ -77,18 +77,38 @@ def status_error(where: str, status: int, server_message: str = "") -> RemoteErr
     return RemoteRefused(f"{where} refused the request ({status}){said}.")
 
 
+def transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(timeouts, transport failures) of the HTTP library under the ``openai`` SDK, and the
+    SDK's own: the SDK moved from ``httpx`` to ``httpx2`` in 3.x, and a stream read outside
+    the SDK's own calls raises the library's errors unwrapped."""
+    import importlib
+
+    import openai
+
+    timeouts: list[type[BaseException]] = [openai.APITimeoutError]
+    failures: list[type[BaseException]] = [openai.APIConnectionError]
+    for name in ("httpx", "httpx2"):
+        try:
+            http = importlib.import_module(name)
+        except ImportError:
+            continue
+        timeouts.append(http.TimeoutException)
+        failures.append(http.TransportError)
+    return tuple(timeouts), tuple(failures)
+
+
 def translate(exc: BaseException, where: str, timeout: float) -> RemoteError:
-    """An ``openai`` or ``httpx`` exception as Hearth's own, for ``where``."""
-    import httpx
+    """An ``openai`` or HTTP-library exception as Hearth's own, for ``where``."""
     import openai
 
     if isinstance(exc, RemoteError):
         return exc
     if isinstance(exc, openai.APIStatusError):
         return status_error(where, exc.status_code, _server_message(exc))
-    if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
+    timeouts, failures = transport_errors()
+    if isinstance(exc, timeouts):
         return RemoteUnreachable(f"{where} did not answer within {timeout:g} s.")
-    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
+    if isinstance(exc, failures):
         return RemoteUnreachable(f"Cannot reach {where}: {connection_reason(exc)}.")
     if isinstance(exc, openai.APIError):
         return RemoteRefused(f"{where}: {one_line(exc.message)}")

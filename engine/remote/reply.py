@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from engine.remote.endpoint import READ_TIMEOUT_S, RemoteEndpoint
-from engine.remote.errors import RemoteError, RemoteInterrupted, RemoteRefused, translate
+from engine.remote.errors import RemoteError, RemoteInterrupted, RemoteRefused, translate, transport_errors
 from engine.remote.wire import chat_body, chunk_parts, stop_reason, timings
 from engine.requests.completion import Completion, StopReason, Usage
 from engine.requests.events import Completed, Failed, Started, TextDelta
@@ -122,9 +122,6 @@ class RemoteReply:
                 self._flush_locked()
 
     def _fail(self, exc: BaseException | None) -> None:
-        import httpx  # here, as in endpoint.py: importing engine.remote stays cheap
-        import openai
-
         with self._lock:
             if self._ended:
                 return  # stopped: the closed connection is why the stream broke
@@ -133,7 +130,7 @@ class RemoteReply:
             if self._t_first is not None:
                 # Text arrived: keep it. Whatever broke, the reply can be continued.
                 self._flush_locked()
-                if exc is None or isinstance(exc, (httpx.TransportError, openai.APIConnectionError)):
+                if exc is None or isinstance(exc, transport_errors()[1]):
                     why = f"the connection to {where} was lost mid-reply"
                 else:  # the server said why (an error event in the stream)
                     why = translate(exc, where, READ_TIMEOUT_S).message.rstrip(".")
