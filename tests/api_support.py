@@ -40,9 +40,10 @@ class ServerThread:
         model: Callable[[], LoadedModel | None],
         config: ServerConfig | None = None,
         embedder: Callable[[], Any] | None = None,
+        embedder_refusal: str | None = None,
     ) -> None:
         self.config = config or ServerConfig(port=0)
-        self.server = ApiServer(self.config, model, embedder=embedder)
+        self.server = ApiServer(self.config, model, embedder=embedder, embedder_refusal=embedder_refusal)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="api-test-loop", daemon=True)
         self._started = threading.Event()

@@ -46,6 +46,11 @@ def no_embedder() -> ApiError:
     )
 
 
+def embedder_refused(reason: str) -> ApiError:
+    """The embedding model was not opened: it does not fit this machine (``reason``, one line)."""
+    return ApiError(503, reason, ErrorType.UNAVAILABLE, param="model", code="embedder_does_not_fit")
+
+
 def model_id(embedder: TextEmbedder) -> str:
     """The name responses carry: the GGUF's file name without its hash or extension."""
     return Path(embedder.name.rsplit(":", 1)[0]).stem
@@ -105,9 +110,11 @@ def _encoded(vector: np.ndarray, encoding: str) -> list[float] | str:
     return [float(x) for x in vector]
 
 
-async def embeddings_response(body: Mapping[str, Any], embedder: TextEmbedder | None) -> dict[str, Any]:
+async def embeddings_response(
+    body: Mapping[str, Any], embedder: TextEmbedder | None, refusal: str | None = None
+) -> dict[str, Any]:
     if embedder is None:
-        raise no_embedder()
+        raise embedder_refused(refusal) if refusal is not None else no_embedder()
     asked = read_request(body, embedder.dim)
     vectors, tokens = await asyncio.to_thread(_embed, embedder, asked.texts)
     return {

@@ -14,12 +14,22 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt
 
 from app.api.server import ApiServer, ServerConfig
 from app.wording.presenters import PHASE_LABELS
-from engine import Engine, EngineError, LoadedModel, LoadPhase, LoadPlan, SpeculationConfig, describe_plan
+from engine import (
+    EmbedderDoesNotFit,
+    Engine,
+    EngineError,
+    LoadedModel,
+    LoadPhase,
+    LoadPlan,
+    SpeculationConfig,
+    describe_plan,
+)
 
 _DIRECT = Qt.ConnectionType.DirectConnection
 
@@ -30,6 +40,10 @@ class ServeOptions:
     config: ServerConfig
     speculation: SpeculationConfig | None = None
     embedding_model: Path | None = None  # /v1/embeddings and document search (None: refused)
+    # The machine the embedder is planned for, measured once the model is loaded (None: not
+    # planned); whether the user named it (one that does not fit then stops the server).
+    embedder_hardware: Callable[[], Any] | None = None  # () -> HardwareSnapshot
+    embedder_required: bool = False
 
 
 def say(line: str) -> None:
@@ -66,20 +80,29 @@ async def _serve(options: ServeOptions) -> int:
         if error is not None:
             print(f"hearth: {error.message}", file=sys.stderr, flush=True)
             return 2
-        embedder = None
+        embedder, refusal = None, None
         if options.embedding_model is not None:
             from engine import open_embedder
 
-            try:
-                embedder = await asyncio.to_thread(open_embedder, options.embedding_model)
+            measure = options.embedder_hardware
+            try:  # planned first for the machine with the model loaded: EmbedderDoesNotFit opens nothing
+                hardware = await asyncio.to_thread(measure) if measure is not None else None
+                embedder = await asyncio.to_thread(open_embedder, options.embedding_model, hardware=hardware)
+            except EmbedderDoesNotFit as exc:
+                print(f"hearth: {exc.message}", file=sys.stderr, flush=True)
+                if options.embedder_required:
+                    return 2
+                refusal = exc.message  # the default embedder: served without, /v1/embeddings says why
             except EngineError as exc:
                 print(f"hearth: {exc.message}", file=sys.stderr, flush=True)
                 return 2
-            closing.append(embedder.close)
-            say(f"Embeddings: {options.embedding_model.name} ({embedder.dim} dimensions)")
+            if embedder is not None:
+                closing.append(embedder.close)
+                say(f"Embeddings: {options.embedding_model.name} ({embedder.dim} dimensions)")
         server = ApiServer(
-            options.config, lambda: model, on_request=lambda r: say(r.line()), embedder=lambda: embedder
-        )
+            options.config, lambda: model, on_request=lambda r: say(r.line()), embedder=lambda: embedder,
+            embedder_refusal=refusal,
+        )  # fmt: skip
         try:
             await server.start()
         except EngineError as exc:

@@ -81,6 +81,7 @@ class ServerState:
     model: ModelProvider
     max_body_bytes: int
     embedder: EmbedderProvider | None = None
+    embedder_refusal: str | None = None  # why no embedder is served (it did not fit)
     documents: DocumentsSource = field(default_factory=lambda: DocumentsSource(None, None))
     log: RequestLog = field(default_factory=RequestLog)
     counters: ServerCounters = field(default_factory=ServerCounters)
@@ -173,7 +174,7 @@ class Routes:
         try:
             embedder = self.state.embedder() if self.state.embedder is not None else None
             body, _ = await read_json(request, self.state.max_body_bytes)
-            answer = await embeddings_response(body, embedder)
+            answer = await embeddings_response(body, embedder, self.state.embedder_refusal)
             return web.json_response(answer, dumps=_dumps)
         except ApiError as exc:
             outcome.status, outcome.error = exc.status, exc.message

@@ -62,13 +62,17 @@ class ApiServer:
         model: ModelProvider,
         on_request: Callable[[RequestRecord], None] | None = None,
         embedder: EmbedderProvider | None = None,
+        embedder_refusal: str | None = None,
     ) -> None:
-        """``embedder``: the embedding model ``/v1/embeddings`` and document search use."""
+        """``embedder``: the embedding model ``/v1/embeddings`` and document search use;
+        ``embedder_refusal``: why there is none (an embedder that did not fit), which
+        ``/v1/embeddings`` answers with."""
         self.config = config
         self.state = ServerState(
             model=model,
             max_body_bytes=config.max_body_bytes,
             embedder=embedder,
+            embedder_refusal=embedder_refusal,
             documents=DocumentsSource(config.documents_file, embedder),
         )
         if on_request is not None:

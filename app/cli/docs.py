@@ -95,7 +95,9 @@ def open_embedder_for(
     paths: AppPaths, given: Path | None, indexed_with: Sequence[tuple[str, str | None]] = ()
 ):
     """The embedder: ``given``, else the one the collections (name, embedder) were indexed
-    with when it is in the embedders folder, else the default one."""
+    with when it is in the embedders folder, else the default one; planned for this machine
+    first (EmbedderDoesNotFit, nothing opened, when its free RAM is too little)."""
+    from app.services.planning import planning_hardware
     from engine import open_embedder
 
     path = given
@@ -107,7 +109,7 @@ def open_embedder_for(
         path = ensure_default_embedder(paths.embedders_dir)
     elif not path.is_file():
         raise PathNotFound(path)
-    embedder = open_embedder(path)
+    embedder = open_embedder(path, hardware=planning_hardware())
     try:
         yield embedder
     finally:

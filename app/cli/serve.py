@@ -115,7 +115,17 @@ def cmd_serve(args: argparse.Namespace, paths: AppPaths) -> int:
         cors_origins=tuple(args.cors_origin),
         documents_file=paths.documents_file,
     )
-    return run_serve(ServeOptions(plan, config, speculation, embedding_model(args.embedding_model, paths)))
+    embedder = embedding_model(args.embedding_model, paths)
+    return run_serve(
+        ServeOptions(
+            plan,
+            config,
+            speculation,
+            embedder,
+            embedder_hardware=planning_hardware,  # measured once the model is loaded
+            embedder_required=args.embedding_model is not None,
+        )
+    )
 
 
 def embedding_model(given: Path | None, paths: AppPaths) -> Path | None:

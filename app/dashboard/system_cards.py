@@ -1,8 +1,10 @@
 """The dashboard's System section: CPU (Hearth against other programs), memory and
-Hearth's own memory, and the note while other programs keep the CPU busy
-(``SystemCards``, a part of ``DashboardView``)."""
+Hearth's own memory (with the embedding model while one is open), and the note while other
+programs keep the CPU busy (``SystemCards``, a part of ``DashboardView``)."""
 
 from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel
 
 from app.dashboard import metrics as m
 from app.dashboard.cards import Section
@@ -14,9 +16,9 @@ from app.dashboard.plots import (
     color_for,
     fmt_percent,
 )
-from engine import TelemetrySample
+from engine import TelemetrySample, format_bytes
 
-__all__ = ["OTHERS_NOTE_OFF_PERCENT", "OTHERS_NOTE_ON_PERCENT", "SystemCards", "cpu_summary"]
+__all__ = ["OTHERS_NOTE_OFF_PERCENT", "OTHERS_NOTE_ON_PERCENT", "SystemCards", "cpu_summary", "embedder_text"]
 
 # Other programs' share of the whole CPU at which the System section says so (and below
 # which it stops): on 2 cores, one program keeping a core busy is 50%.
@@ -32,6 +34,11 @@ def cpu_summary(sample: TelemetrySample) -> str:
     if hearth is None or others is None:
         return text
     return f"{text} · Hearth {hearth:.0f}% · other programs {others:.0f}%"
+
+
+def embedder_text(name: str, memory: int) -> str:
+    """ "Embedding model: all-MiniLM-L6-v2 · 123.1 MiB" (the engine's estimate of its memory)."""
+    return f"Embedding model: {name} · {format_bytes(memory)}"
 
 
 class SystemCards:
@@ -59,9 +66,28 @@ class SystemCards:
         self.process_card.add_series(
             Series(m.PROCESS_RSS, "Resident (RSS)", color_for(1), byte_fmt, fill=True)
         )
+        # The embedding model while the documents hold one open (its memory is part of the RSS).
+        self.embedder_line = QLabel()
+        self.embedder_line.setObjectName("embedderLine")
+        self.embedder_line.setWordWrap(True)
+        self.embedder_line.setVisible(False)
+        self.process_card.body.addWidget(self.embedder_line)
         self.system_section = Section("System")
         for card in (self.cpu_card, self.memory_card, self.process_card):
             self.system_section.cards.add(card)
+
+    def set_embedder(self, name: str | None, memory: int = 0) -> None:
+        """The embedding model open now (its name and the engine's estimate), or None: hidden."""
+        if name is None:
+            self.embedder_line.clear()
+            self.embedder_line.setVisible(False)
+            return
+        self.embedder_line.setText(embedder_text(name, memory))
+        self.embedder_line.setToolTip(
+            "The documents' embedding model, open while collections are indexed or searched; "
+            "its memory is the planner's estimate, part of Hearth's resident memory."
+        )
+        self.embedder_line.setVisible(True)
 
     def _note_other_programs(self, sample: TelemetrySample) -> None:
         """Say so while other programs keep the CPU busy: it is why replies are slow then.

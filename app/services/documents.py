@@ -6,6 +6,11 @@ and the embedder, both opened on a worker when first needed (numpy, llama.cpp; c
 default embedder too), never when the service is made. One worker runs indexing jobs one at a
 time in order (renames and removals too: they must not race a run); the other lists, creates
 and answers questions, so a question is answered while a folder indexes (WAL).
+
+The embedder is planned first for the machine as it is then (``planning_hardware``): one that
+does not fit in the free RAM is refused (``EmbedderDoesNotFit``, the job's one line) and
+nothing is opened. Its opening and its closing are announced (``embedder_changed``: its name
+and memory, which the window hands the dashboard).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +39,7 @@ if TYPE_CHECKING:
         DocumentIndex,
         DocumentInfo,
         Embedder,
+        HardwareSnapshot,
         IndexProgress,
         IndexReport,
         Retrieval,
@@ -49,6 +56,15 @@ LISTING_INTERVAL_S = 1.0
 RetrieveCallback = Callable[["Retrieval | None", "str | None"], None]
 
 
+@dataclass(frozen=True)
+class OpenEmbedder:
+    """The embedder the service holds open: its model's name and the engine's estimate of
+    the bytes it adds to the process."""
+
+    name: str
+    memory: int
+
+
 class DocumentsService(QObject):
     collections_changed = Signal()  # collections() / collection_names() changed
     documents_changed = Signal(str)  # a collection's documents(name) changed
@@ -58,6 +74,7 @@ class DocumentsService(QObject):
     failed = Signal(str, str)  # collection ("" for none), one line
     reindex_planned = Signal(object)  # ReindexPlan: to be agreed to before it starts
     embedder_ready = Signal(object)  # its memory in bytes (int)
+    embedder_changed = Signal(object)  # OpenEmbedder once it is open, None once it is closed
     _listed = Signal(object, object)  # list[CollectionInfo], {name: (docs, pages)}
     _started = Signal(object)  # DocumentJob
     _progressed = Signal(object)
@@ -76,14 +93,19 @@ class DocumentsService(QObject):
         embedder_path: Path | None = None,
         embedder_threads: int | None = None,
         rescan_delay_ms: int = RESCAN_DELAY_MS,
+        hardware: Callable[[], HardwareSnapshot] | None = None,
     ) -> None:
         """``embedder_path``: a GGUF to embed with instead of the default (tests);
-        ``embedder_threads``: its threads (None: the planner's choice)."""
+        ``embedder_threads``: its threads (None: the planner's choice); ``hardware``: the
+        machine the embedder is planned for before it opens, asked each time (None:
+        ``planning_hardware()``, this machine now)."""
         super().__init__(parent)
         self.db_path = paths.data_dir / "documents.sqlite3"
         self.embedders_dir = paths.embedders_dir
         self._embedder_path = embedder_path
         self._embedder_threads = embedder_threads
+        self._hardware = hardware
+        self._open_embedder: OpenEmbedder | None = None
         self._index_obj: DocumentIndex | None = None
         self._embedder_obj: Embedder | None = None
         self._open_lock = threading.Lock()
@@ -158,6 +180,11 @@ class DocumentsService(QObject):
     def embedder_memory(self) -> int | None:
         """Bytes the embedder adds to the process (the engine's estimate), once it is known."""
         return self._memory
+
+    @property
+    def open_embedder(self) -> OpenEmbedder | None:
+        """The embedder open now (GUI thread's view: set when its opening is announced)."""
+        return self._open_embedder
 
     # -- collections -----------------------------------------------------------------------
 
@@ -278,6 +305,9 @@ class DocumentsService(QObject):
         if self._embedder_obj is not None:
             self._embedder_obj.close()
             self._embedder_obj = None
+        if self._open_embedder is not None:
+            self._open_embedder = None
+            self.embedder_changed.emit(None)
         if self._index_obj is not None:
             self._index_obj.close()
             self._index_obj = None
@@ -295,13 +325,19 @@ class DocumentsService(QObject):
     def _embedder(self) -> Embedder:
         with self._embedder_lock:
             if self._embedder_obj is None:
+                from app.services.planning import planning_hardware
                 from engine import estimate_embedder_memory, open_embedder
 
                 path = self._embedder_path or ensure_default_embedder(self.embedders_dir)
                 if self._closed:
                     raise EngineError("The documents are closed.")
-                self._embedder_obj = open_embedder(path, self._embedder_threads)
-                self._embedder_opened.emit(estimate_embedder_memory(self._embedder_obj.info))
+                # Planned for the machine as it is now: EmbedderDoesNotFit opens nothing.
+                hardware = self._hardware() if self._hardware is not None else planning_hardware()
+                self._embedder_obj = open_embedder(path, self._embedder_threads, hardware=hardware)
+                info = self._embedder_obj.info
+                self._embedder_opened.emit(
+                    OpenEmbedder(info.model.display_name, estimate_embedder_memory(info))
+                )
             return self._embedder_obj
 
     def _read(self, fn: Callable[[], None], collection: str = "") -> None:
@@ -456,9 +492,13 @@ class DocumentsService(QObject):
         for name in listings:
             self.documents_changed.emit(name)
 
-    def _on_embedder(self, memory: int) -> None:
-        self._memory = memory
-        self.embedder_ready.emit(memory)
+    def _on_embedder(self, opened: OpenEmbedder) -> None:
+        if self._closed:
+            return  # announced by a worker as the service closed: it is closed already
+        self._memory = opened.memory
+        self._open_embedder = opened
+        self.embedder_ready.emit(opened.memory)
+        self.embedder_changed.emit(opened)
 
     def _rescan_watched(self, name: str) -> None:
         if not self._closed:

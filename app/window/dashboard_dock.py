@@ -1,5 +1,6 @@
 """The dashboard's dock: the live ``DashboardView``, made the first time the dock shows (it
-samples while visible), kept told of the loaded model, its load and the RPC workers."""
+samples while visible), kept told of the loaded model, its load, the RPC workers and the
+documents' embedding model while one is open."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from app.dashboard import DashboardView
+from app.services.documents import OpenEmbedder
 from app.services.model_session import ModelSession
 from app.services.workers import WorkerRegistry
 from engine import HardwareSnapshot, LoadedModel
@@ -36,6 +38,7 @@ class DashboardDock(QDockWidget):
         self._hardware = hardware
         self._owner_names = owner_names
         self.view: DashboardView | None = None  # created on first show: it samples while visible
+        self._embedder: OpenEmbedder | None = None
         self.action = self.toggleViewAction()
         self.action.setText("Dashboard")
         self.action.setShortcut(QKeySequence("Ctrl+D"))
@@ -49,6 +52,7 @@ class DashboardDock(QDockWidget):
         self.view = DashboardView(self._telemetry, snapshot=self._hardware())
         self.view.set_owner_names(self._owner_names)
         self.view.set_workers(self.workers.workers)
+        self._show_embedder()
         model = self.session.ready_model
         if model is not None:
             self.view.set_model(model)
@@ -64,6 +68,17 @@ class DashboardDock(QDockWidget):
         if self.view is not None:
             self.view.set_model(model)
             self.view.set_load_report(model.plan, model.reported_memory)
+
+    def set_embedder(self, embedder: OpenEmbedder | None) -> None:
+        """The documents' embedder opened (its name and memory) or closed (None)."""
+        self._embedder = embedder
+        self._show_embedder()
+
+    def _show_embedder(self) -> None:
+        if self.view is None:
+            return
+        e = self._embedder
+        self.view.set_embedder(e.name if e is not None else None, e.memory if e is not None else 0)
 
     def set_workers(self, workers: tuple) -> None:
         if self.view is not None:

@@ -139,6 +139,7 @@ class MainWindow(QMainWindow):
             self.session, self.workers, telemetry, lambda: self._hardware, self._conversation_title, self
         )
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dashboard_dock)
+        services.documents.embedder_changed.connect(self.dashboard_dock.set_embedder)
         self.workers_view = WorkersView(
             self.workers, self.hardware_panel, self.model_panel, self.dashboard_dock,
             self.planning_hardware, lambda: self._hardware is not None,

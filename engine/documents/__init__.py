@@ -17,6 +17,8 @@ The modules, bottom up:
   (decomposing Hangul, [UNK] for over-long words), done before llama.cpp tokenizes.
 - ``embedding_file``: whether a GGUF is an embedding model, its pooling and window
   (``read_embedding_model``), and what it costs in memory (``estimate_embedder_memory``).
+- ``embedder_fit``: that memory planned for a machine by the planner's fit rule
+  (``plan_embedder``); ``EmbedderDoesNotFit`` before anything is opened.
 - ``embedding``: ``Embedder``, the model on a llama.cpp worker thread of its own
   (``open_embedder``); ``embedder_protocol``: ``TextEmbedder``, what the rest needs of one.
 - ``index`` (+ ``index_schema``, ``index_store``, ``index_types``, ``index_inputs``,
@@ -53,6 +55,10 @@ _EXPORTS = {
     "estimate_embedder_memory": "embedding_file",
     "is_embedding_model": "embedding_file",
     "read_embedding_model": "embedding_file",
+    "EmbedderDoesNotFit": "embedder_fit",
+    "EmbedderPlan": "embedder_fit",
+    "check_embedder_fits": "embedder_fit",
+    "plan_embedder": "embedder_fit",
     "Embedder": "embedding",
     "EmbedderClosed": "embedding",
     "EmbeddingFailed": "embedding",

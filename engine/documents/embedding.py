@@ -39,12 +39,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from engine.base.errors import EngineError, LoadFailed
+from engine.documents.embedder_fit import check_embedder_fits
 from engine.documents.embedding_file import EmbeddingModelInfo, read_embedding_model
+
+if TYPE_CHECKING:
+    from engine.machine.hardware import HardwareSnapshot
 
 T = TypeVar("T")
 
@@ -420,12 +424,22 @@ def default_threads() -> int:
     return choose_threads(LoadRequest(), machine).threads
 
 
-def open_embedder(path: Path | str, n_threads: int | None = None, *, n_gpu_layers: int = 0) -> Embedder:
+def open_embedder(
+    path: Path | str,
+    n_threads: int | None = None,
+    *,
+    n_gpu_layers: int = 0,
+    hardware: HardwareSnapshot | None = None,
+) -> Embedder:
     """The embedding model in ``path``, loaded: InvalidModelFile or NotAnEmbeddingModel for a
-    file that cannot be one, LoadFailed when llama.cpp cannot load it."""
+    file that cannot be one, LoadFailed when llama.cpp cannot load it. ``hardware``: the
+    machine to plan it for first (``embedder_fit``): EmbedderDoesNotFit, and nothing loaded,
+    when it does not fit in its free RAM."""
     info = read_embedding_model(path)
     if n_threads is not None and n_threads < 1:
         raise ValueError("n_threads must be at least 1")
+    if hardware is not None:
+        check_embedder_fits(info, hardware)
     return Embedder(info, n_threads=n_threads or default_threads(), n_gpu_layers=n_gpu_layers)
 
 

@@ -46,7 +46,7 @@ The modules, bottom up:
 - ``reasons``: the plan's lines for people, ``describe_plan``.
 - ``threads``: the CPU threads, from the cores other programs leave free.
 - ``suggestions``: single changes that make a plan fit, each planned again.
-- ``planning``: ``plan_load``, the verdict.
+- ``planning``: ``plan_load``; ``memory_verdict``, the one fit rule (an embedder's plan uses it too).
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ from engine.planner.placement import (
     ram_reserve,
     vram_reserve,
 )
-from engine.planner.planning import plan_load
-from engine.planner.reasons import describe_plan
+from engine.planner.planning import MemoryVerdict, memory_verdict, plan_load
+from engine.planner.reasons import describe_plan, memory_line, resource_label
 from engine.planner.threads import ThreadChoice, choose_threads
 
 __all__ = [
@@ -145,6 +145,7 @@ __all__ = [
     "LoadPhase",
     "LoadPlan",
     "LoadRequest",
+    "MemoryVerdict",
     "ModelShape",
     "Suggestion",
     "ThreadChoice",
@@ -156,6 +157,8 @@ __all__ = [
     "kv_cache_bytes_per_layer",
     "kv_layer_bytes",
     "layer_devices",
+    "memory_line",
+    "memory_verdict",
     "model_shape",
     "non_causal_image_tokens",
     "output_buffer_bytes",
@@ -165,6 +168,7 @@ __all__ = [
     "projector_compute_bytes",
     "ram_reserve",
     "repacked_bytes",
+    "resource_label",
     "runtime_bytes",
     "swa_cache_cells",
     "vram_reserve",

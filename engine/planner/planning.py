@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from engine.base.units import format_bytes
 from engine.catalog import ModelInfo
@@ -30,7 +30,7 @@ from engine.planner.placement import (
     offload_devices,
     split_summary,
 )
-from engine.planner.reasons import memory_reasons, placement_reasons
+from engine.planner.reasons import memory_reasons, placement_reasons, resource_label
 from engine.planner.suggestions import suggest
 from engine.planner.validation import validate_request
 
@@ -121,27 +121,13 @@ def _plan(
     layout = lay_out(shape, base, n_gpu_layers, hardware, use_gpu, request, draft_shape, place_extras=True)
     memory = device_memory(layout, hardware, use_gpu)
 
-    short = [m for m in memory if m.deficit > 0]
-    if short:
-        worst = max(short, key=lambda m: m.deficit)
-        verdict = Verdict.DOES_NOT_FIT
-        if worst.device == "CPU":
-            limiting: str | None = "RAM"
-        elif worst.device.startswith("worker "):
-            limiting = f"memory on {worst.device}"
-        else:
-            limiting = f"VRAM on {worst.device}"
-        deficit = worst.deficit
-    else:
-        # Partial: a usable GPU holds only some layers (asking for none is a CPU load).
-        partial = use_gpu and n_gpu_layers < all_layers and request.gpu_layers != 0
-        verdict = Verdict.PARTIAL_OFFLOAD if partial else Verdict.FITS
-        limiting, deficit = None, 0
-        # Only RAM swaps; VRAM keeps its own reserve, and auto offload fills it on purpose.
-        ram = memory[0]
-        if ram.total > (1 - TIGHT_MARGIN) * ram.usable:
-            verdict = Verdict.TIGHT
-            reasons.append(tight_reason(ram, hardware.swap_total > 0))
+    judged = memory_verdict(memory, hardware)
+    verdict, limiting, deficit = judged.verdict, judged.limiting_resource, judged.deficit
+    # Partial: a usable GPU holds only some layers (asking for none is a CPU load).
+    if verdict is Verdict.FITS and use_gpu and n_gpu_layers < all_layers and request.gpu_layers != 0:
+        verdict = Verdict.PARTIAL_OFFLOAD
+    if judged.tight_reason is not None:
+        reasons.append(judged.tight_reason)
 
     machines, network_bytes = 1, 0
     if devices:
@@ -202,6 +188,32 @@ def _plan(
         network_bytes_per_token=network_bytes,
         may_swap=hardware.swap_total > 0,
     )
+
+
+@dataclass(frozen=True)
+class MemoryVerdict:
+    """What the memory per device says alone: DOES_NOT_FIT, TIGHT or FITS (placement decides
+    whether a fitting plan is a partial offload)."""
+
+    verdict: Verdict
+    limiting_resource: str | None  # "RAM", "VRAM on …", "memory on worker …"; None when it fits
+    deficit: int  # bytes missing on the limiting resource
+    tight_reason: str | None  # the line a tight plan gives
+
+
+def memory_verdict(memory: tuple[DeviceMemory, ...], hardware: HardwareSnapshot) -> MemoryVerdict:
+    """The planner's one fit rule: a device whose predicted bytes exceed what it has free,
+    less its reserve, does not fit (the worst one is named); RAM (``memory[0]``) within
+    TIGHT_MARGIN of that is tight. Every plan is judged by it: a model's, an embedder's."""
+    short = [m for m in memory if m.deficit > 0]
+    if short:
+        worst = max(short, key=lambda m: m.deficit)
+        return MemoryVerdict(Verdict.DOES_NOT_FIT, resource_label(worst.device), worst.deficit, None)
+    # Only RAM swaps; VRAM keeps its own reserve, and auto offload fills it on purpose.
+    ram = memory[0]
+    if ram.total > (1 - TIGHT_MARGIN) * ram.usable:
+        return MemoryVerdict(Verdict.TIGHT, None, 0, tight_reason(ram, hardware.swap_total > 0))
+    return MemoryVerdict(Verdict.FITS, None, 0, None)
 
 
 def tight_reason(ram: DeviceMemory, may_swap: bool) -> str:

@@ -105,20 +105,28 @@ def memory_reasons(
                 f"The draft's vocabulary ({request.draft.vocab_size:,}) differs from the model's "
                 f"({info.vocab_size:,}): drafts may be rejected."
             )
-    for m in memory:
-        label = (
-            "RAM"
-            if m.device == "CPU"
-            else (f"memory on {m.device}" if m.device.startswith("worker ") else f"VRAM on {m.device}")
-        )
-        verb = "fits in" if m.deficit == 0 else "exceeds"
-        reasons.append(
-            f"Needs {format_bytes(m.total)} of {label}: {verb} the {format_bytes(m.available)} free "
-            f"(keeping {format_bytes(m.reserve)} spare)."
-        )
+    reasons += [memory_line(m) for m in memory]
     if memory[0].deficit and shape.tensor_bytes > memory[0].usable and len(memory) == 1:
         reasons.append(f"The weights alone ({format_bytes(shape.tensor_bytes)}) exceed the available RAM.")
     return reasons
+
+
+def resource_label(device: str) -> str:
+    """A plan's device as its memory is named: "RAM", "memory on worker …", "VRAM on …"."""
+    if device == "CPU":
+        return "RAM"
+    if device.startswith("worker "):
+        return f"memory on {device}"
+    return f"VRAM on {device}"
+
+
+def memory_line(m: DeviceMemory) -> str:
+    """ "Needs 131 MB of RAM: exceeds the 100 MB free (keeping 512 MB spare)." """
+    verb = "fits in" if m.deficit == 0 else "exceeds"
+    return (
+        f"Needs {format_bytes(m.total)} of {resource_label(m.device)}: {verb} the "
+        f"{format_bytes(m.available)} free (keeping {format_bytes(m.reserve)} spare)."
+    )
 
 
 # What a plan's suggestions give it, by verdict (a plan that fits suggests nothing).

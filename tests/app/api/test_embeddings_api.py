@@ -128,6 +128,23 @@ def test_the_sdk_raises_bad_request(server) -> None:
     assert raised.value.body["param"] == "dimensions"
 
 
+def test_an_embedder_that_did_not_fit_is_a_503_in_openai_s_shape(model, embedder_gguf) -> None:  # noqa: F811
+    # What `hearth serve` does when the default embedder does not fit: serve on, say why here.
+    from engine import EmbedderDoesNotFit, open_embedder
+    from engine.machine.hardware import described_machine
+
+    cramped = described_machine(ram_total=4 << 30, ram_available=600 << 20)
+    with pytest.raises(EmbedderDoesNotFit) as refused:
+        open_embedder(embedder_gguf, n_threads=1, hardware=cramped)
+    refusing = ServerThread(lambda: model, embedder=lambda: None, embedder_refusal=refused.value.message)
+    with refusing as bare, pytest.raises(openai.InternalServerError) as raised:
+        bare.client().embeddings.create(model="m", input="hello")
+    assert raised.value.status_code == 503
+    error = raised.value.body
+    assert error["code"] == "embedder_does_not_fit" and error["type"] == "unavailable_error"
+    assert error["message"] == refused.value.message and "does not fit (RAM short by" in error["message"]
+
+
 def test_no_embedding_model_is_a_404(model) -> None:
     with ServerThread(lambda: model) as bare:
         with pytest.raises(openai.NotFoundError) as raised:

@@ -286,3 +286,25 @@ def test_ctrl_c_cancels_cleanly_and_keeps_the_files_finished(tmp_path, embedder_
     )  # fmt: skip
     assert again.returncode == 0
     assert again.stdout.startswith(f"many: {FILES - indexed} document(s) indexed")
+
+
+def test_an_embedder_that_does_not_fit_is_refused_on_stderr_with_exit_2(
+    capsys, tmp_path, folder, embedder_gguf, monkeypatch  # noqa: F811
+) -> None:
+    # This machine as `planning_hardware()` measures it, with 600 MiB of 4 GiB free.
+    import app.services.planning as planning
+    from engine.machine.hardware import described_machine
+
+    cramped = described_machine(ram_total=4 << 30, ram_available=600 << 20)
+    monkeypatch.setattr(planning, "take_snapshot", lambda: cramped)
+    data = tmp_path / "data"
+    code, out, err = run(capsys, data, "docs", "add", "notes", str(folder), "--embedder", str(embedder_gguf))
+    assert code == 2 and out == ""
+    assert err == (
+        "hearth: The embedding model all-MiniLM-L6-v2 does not fit (RAM short by 35.1 MiB). "
+        "Needs 123.1 MiB of RAM: exceeds the 600.0 MiB free (keeping 512.0 MiB spare).\n"
+    )
+    code, out, err = run(capsys, data, "docs", "search", "notes", "chain", "--embedder", str(embedder_gguf))
+    assert code == 2 and "does not fit (RAM short by" in err
+    code, out, _ = run(capsys, data, "docs", "list", "notes", "--json")
+    assert code == 0 and json.loads(out)["documents"] == []  # nothing was indexed
