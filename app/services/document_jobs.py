@@ -13,6 +13,15 @@ if TYPE_CHECKING:
     from engine import ChunkSettings, IndexControl
 
 
+@dataclass(frozen=True)
+class OpenEmbedder:
+    """The embedder the service holds open: its model's name and the engine's estimate of
+    the bytes it adds to the process."""
+
+    name: str
+    memory: int
+
+
 class JobKind(Enum):
     ADD = "add"  # paths added, then everything under them brought up to date
     RESCAN = "rescan"  # every source looked at again (the watcher's)

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.platform.embedding_model import ensure_default_embedder
 from app.platform.paths import AppPaths
-from app.services.document_jobs import DocumentJob, JobKind
+from app.services.document_jobs import DocumentJob, JobKind, OpenEmbedder
 from app.services.document_watch import RESCAN_DELAY_MS, FolderWatch, watch_list
 from engine import EngineError
 
@@ -56,15 +55,6 @@ LISTING_INTERVAL_S = 1.0
 RetrieveCallback = Callable[["Retrieval | None", "str | None"], None]
 
 
-@dataclass(frozen=True)
-class OpenEmbedder:
-    """The embedder the service holds open: its model's name and the engine's estimate of
-    the bytes it adds to the process."""
-
-    name: str
-    memory: int
-
-
 class DocumentsService(QObject):
     collections_changed = Signal()  # collections() / collection_names() changed
     documents_changed = Signal(str)  # a collection's documents(name) changed
@@ -73,7 +63,6 @@ class DocumentsService(QObject):
     finished = Signal(str, object)  # collection, IndexReport
     failed = Signal(str, str)  # collection ("" for none), one line
     reindex_planned = Signal(object)  # ReindexPlan: to be agreed to before it starts
-    embedder_ready = Signal(object)  # its memory in bytes (int)
     embedder_changed = Signal(object)  # OpenEmbedder once it is open, None once it is closed
     _listed = Signal(object, object)  # list[CollectionInfo], {name: (docs, pages)}
     _started = Signal(object)  # DocumentJob
@@ -118,7 +107,6 @@ class DocumentsService(QObject):
         self._collections: list[CollectionInfo] = []
         self._documents: dict[str, list[DocumentInfo]] = {}
         self._pages: dict[str, dict[int, int]] = {}
-        self._memory: int | None = None
         self._closed = False
         self._started_listing = False
         # Paths asked for while the collection needed a reindex first: added once it is agreed to.
@@ -175,11 +163,6 @@ class DocumentsService(QObject):
     def paused(self) -> bool:
         job = self._running
         return job is not None and job.control.paused
-
-    @property
-    def embedder_memory(self) -> int | None:
-        """Bytes the embedder adds to the process (the engine's estimate), once it is known."""
-        return self._memory
 
     @property
     def open_embedder(self) -> OpenEmbedder | None:
@@ -495,9 +478,7 @@ class DocumentsService(QObject):
     def _on_embedder(self, opened: OpenEmbedder) -> None:
         if self._closed:
             return  # announced by a worker as the service closed: it is closed already
-        self._memory = opened.memory
         self._open_embedder = opened
-        self.embedder_ready.emit(opened.memory)
         self.embedder_changed.emit(opened)
 
     def _rescan_watched(self, name: str) -> None:

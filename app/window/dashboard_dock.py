@@ -10,7 +10,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 from app.dashboard import DashboardView
-from app.services.documents import OpenEmbedder
+from app.services.document_jobs import OpenEmbedder
 from app.services.model_session import ModelSession
 from app.services.workers import WorkerRegistry
 from engine import HardwareSnapshot, LoadedModel

@@ -97,7 +97,9 @@ class DocumentsPage(QWidget):
         service.finished.connect(self._finished)
         service.failed.connect(self._failed)
         service.reindex_planned.connect(self.ask_to_reindex)
-        service.embedder_ready.connect(self.panel.set_embedder_memory)
+        service.embedder_changed.connect(
+            lambda opened: self.panel.set_embedder_memory(opened.memory if opened is not None else None)
+        )
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)

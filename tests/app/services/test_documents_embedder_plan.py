@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.platform.paths import AppPaths
-from app.services.documents import DocumentsService, OpenEmbedder
+from app.services.document_jobs import OpenEmbedder
+from app.services.documents import DocumentsService
 from engine import estimate_embedder_memory, read_embedding_model
 from engine.machine.hardware import described_machine
 from tests.app.services.documents_support import WAIT, docs_folder
@@ -53,7 +54,7 @@ def test_an_embedder_that_does_not_fit_fails_the_job_and_opens_nothing(
         "Needs 123.1 MiB of RAM: exceeds the 600.0 MiB free (keeping 512.0 MiB spare)."
     )
     assert cramped._embedder_obj is None and embedder_threads() == before  # nothing loaded
-    assert cramped.open_embedder is None and cramped.embedder_memory is None and opened == []
+    assert cramped.open_embedder is None and opened == []
     assert not cramped.busy
     qtbot.waitUntil(lambda: cramped.documents("Manuals") == [], timeout=WAIT)
 
@@ -73,6 +74,6 @@ def test_an_embedder_that_fits_is_announced_open_then_closed(
         service.retrieve_async([], "anything", 4096, lambda _r, _e: None)
     memory = estimate_embedder_memory(read_embedding_model(embedder_gguf))
     assert changes == [OpenEmbedder("all-MiniLM-L6-v2", memory)]
-    assert service.open_embedder == changes[0] and service.embedder_memory == memory
+    assert service.open_embedder == changes[0]
     service.close()
     assert changes[-1] is None and service.open_embedder is None

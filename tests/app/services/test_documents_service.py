@@ -81,7 +81,7 @@ def test_a_folder_indexes_with_progress_in_order_and_refusals_listed(qtbot, serv
     created(qtbot, service, "Manuals")
     events: list = []
     service.progress.connect(events.append)
-    with qtbot.waitSignal(service.embedder_ready, timeout=WAIT):
+    with qtbot.waitSignal(service.embedder_changed, timeout=WAIT):
         report = indexed(qtbot, service, "Manuals", folder)
 
     assert (report.files, report.indexed, report.refused, report.cancelled) == (5, 3, 2, False)
@@ -104,7 +104,8 @@ def test_a_folder_indexes_with_progress_in_order_and_refusals_listed(qtbot, serv
     assert rows[SCANNED_PDF].reason.startswith("scanned PDF: no text layer")
     info = service.collections()[0]
     assert (info.name, info.indexed, info.refused, info.sources) == ("Manuals", 3, 2, (folder,))
-    assert service.embedder_memory is not None and 50 << 20 < service.embedder_memory < 150 << 20
+    opened = service.open_embedder
+    assert opened is not None and 50 << 20 < opened.memory < 150 << 20
     assert not service.busy and service.indexing is None
 
 
