@@ -22,9 +22,10 @@ from engine.planner import DeviceMemory, Verdict, memory_line, memory_verdict, r
 class EmbedderDoesNotFit(DoesNotFit):
     """The embedding model needs more RAM than this machine has free (less the planner's reserve)."""
 
-    def __init__(self, plan: EmbedderPlan) -> None:
+    def __init__(self, message: str, plan: EmbedderPlan | None = None) -> None:
+        # The message first, as every EngineError: errors are rebuilt from it across processes.
         self.plan = plan
-        super().__init__(plan.refusal)
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -95,5 +96,5 @@ def check_embedder_fits(info: EmbeddingModelInfo, hardware: HardwareSnapshot) ->
     """The plan when the embedder fits; EmbedderDoesNotFit (one line) when it does not."""
     plan = plan_embedder(info, hardware)
     if not plan.fits:
-        raise EmbedderDoesNotFit(plan)
+        raise EmbedderDoesNotFit(plan.refusal, plan)
     return plan
