@@ -161,6 +161,25 @@ def looping_model(tiny_dir: Path) -> Path:
     )
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the packaging tests' bundle now, in the background, if they are to run."""
+    import importlib.util
+
+    from tests.package_build import BUNDLE_BUILD, BundleBuild
+
+    wanted = any("built" in getattr(item, "fixturenames", ()) for item in session.items)
+    if wanted and importlib.util.find_spec("PyInstaller") is not None:
+        session.config.stash[BUNDLE_BUILD] = BundleBuild.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from tests.package_build import BUNDLE_BUILD
+
+    build = session.config.stash.get(BUNDLE_BUILD, None)
+    if build is not None:
+        build.stop()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Let Qt free what Python made while Python is still alive.
 

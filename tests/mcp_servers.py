@@ -48,6 +48,22 @@ def time_server(name: str = "time") -> ServerConfig:
     )
 
 
+def server_processes(parent=None) -> list:
+    """The MCP servers among ``parent``'s descendants (this process by default): only those,
+    since the suite has other children coming and going (the packaging bundle's build)."""
+    import psutil
+
+    marks = ("mcp_server_time", "modelcontextprotocol", "fault_server.py", "mcp-server")
+    found = []
+    for child in (parent or psutil.Process()).children(recursive=True):
+        try:
+            if child.is_running() and any(m in " ".join(child.cmdline()) for m in marks):
+                found.append(child)
+        except psutil.Error:  # ended while being looked at
+            continue
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -15,12 +15,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.package_build import BUNDLE_BUILD, BundleBuild
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGING = REPO / "packaging"
@@ -221,37 +222,22 @@ def test_dropping_a_qt_plugin_drops_the_libraries_only_it_needed() -> None:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`packaging/build.sh --from-current-env` into a temporary dist/; returns that folder."""
+def built(request: pytest.FixtureRequest) -> Path:
+    """`packaging/build.sh --from-current-env` into a temporary dist/ (started in the
+    background when the session's tests were collected: tests/package_build.py); returns that
+    folder."""
     if importlib.util.find_spec("PyInstaller") is None:
         pytest.fail(
             "PyInstaller is not installed in the test environment: the packaging test cannot run. "
             "Install the 'package' extra (pip install -e '.[package]')."
         )
-    root = tmp_path_factory.mktemp("package")
-    env = {**os.environ, "PYTHON": sys.executable}
-    env.pop("HEARTH_PORTABLE_LLAMA", None)
-    result = subprocess.run(
-        [
-            "bash",
-            str(PACKAGING / "build.sh"),
-            "--from-current-env",
-            "--dist",
-            str(root / "dist"),
-            "--work",
-            str(root / "work"),
-            "--deb-compression",
-            "none",  # a test has no use for a small file; xz takes a minute
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert result.returncode == 0, (
-        f"build failed\nstdout:\n{result.stdout[-6000:]}\nstderr:\n{result.stderr[-6000:]}"
-    )
-    return root / "dist"
+    build = request.config.stash.get(BUNDLE_BUILD, None)
+    if build is None:  # collected some other way: built here, then
+        build = BundleBuild.start()
+        request.addfinalizer(build.stop)
+    code, output = build.wait()
+    assert code == 0, f"build failed\n{output}"
+    return build.dist
 
 
 @pytest.mark.slow

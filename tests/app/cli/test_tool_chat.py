@@ -9,22 +9,21 @@ import json
 import re
 from pathlib import Path
 
-import psutil
 import pytest
 
 from app.cli.tool_chat import NOT_ALLOWED
 from engine import mcp_config_text
 from tests.app.cli.test_cli import run
-from tests.mcp_servers import filesystem_server, time_server
+from tests.mcp_servers import filesystem_server, server_processes, time_server
 
 
 def test_mcp_without_allow_tools_refuses_and_starts_nothing(capsys, tmp_path: Path) -> None:
     config = tmp_path / "mcp.json"
     config.write_text(mcp_config_text([time_server()]))
-    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    before = {child.pid for child in server_processes()}
     code, out, err = run(capsys, "chat", str(tmp_path / "any.gguf"), "hi", "--mcp", str(config))
     assert code == 2 and out == "" and err == f"hearth: {NOT_ALLOWED}\n"
-    assert {child.pid for child in psutil.Process().children(recursive=True)} == before
+    assert {child.pid for child in server_processes()} == before
     code, _out, err = run(capsys, "chat", str(tmp_path / "any.gguf"), "hi", "--allow-tools")
     assert code == 2 and "--allow-tools needs --mcp" in err
     code, _out, err = run(

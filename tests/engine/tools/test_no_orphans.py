@@ -16,13 +16,13 @@ import psutil
 import pytest
 
 from engine import CallStatus, ServerState, Toolbox, ToolCall
-from tests.mcp_servers import everything_server, filesystem_server, time_server
+from tests.mcp_servers import everything_server, filesystem_server, server_processes, time_server
 
 GONE_WITHIN_S = 5.0
 
 
 def server_children(parent: psutil.Process) -> list[psutil.Process]:
-    return [child for child in parent.children(recursive=True) if child.is_running()]
+    return server_processes(parent)
 
 
 def wait_gone(pids: list[int], timeout_s: float = GONE_WITHIN_S) -> list[int]:
