@@ -57,7 +57,7 @@ def server_processes(parent=None) -> list:
     found = []
     for child in (parent or psutil.Process()).children(recursive=True):
         try:
-            if child.is_running() and any(m in " ".join(child.cmdline()) for m in marks):
+            if child.status() != psutil.STATUS_ZOMBIE and any(m in " ".join(child.cmdline()) for m in marks):
                 found.append(child)
         except psutil.Error:  # ended while being looked at
             continue

@@ -24,6 +24,7 @@ from app.window.chat_tools import NO_TOOL_TEMPLATE
 from engine import CallStatus, Role, ToolLoopLimits, rounds_cap_line, rounds_from_json
 from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 from tests.helpers import WAIT, load, open_window, send
+from tests.mcp_servers import server_processes
 
 # "Checking." then a Hermes call of get_current_time for Tokyo, cut where a model's tokens would.
 PIECES = (
@@ -198,8 +199,7 @@ def test_the_tools_menu_says_the_template_has_no_tools(qtbot, tool_window) -> No
 
 
 def test_closing_the_window_stops_every_server(qtbot, tool_window) -> None:
-    me = psutil.Process()
-    servers = [c for c in me.children(recursive=True) if "mcp_server_time" in " ".join(c.cmdline())]
+    servers = server_processes()  # the window's one server: mcp-server-time
     assert servers
     tool_window.close()
     _gone, alive = psutil.wait_procs(servers, timeout=5)
