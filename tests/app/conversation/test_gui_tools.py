@@ -191,6 +191,29 @@ def test_regenerate_makes_a_new_version_with_its_own_rounds(qtbot, tool_window) 
     )
 
 
+def test_editing_the_question_branches_past_the_rounds_and_the_new_reply_has_its_own(
+    qtbot, tool_window
+) -> None:
+    window = tool_window
+    window.chat.replies.tool_turns.service.trust.trust("time/get_current_time")
+    send(qtbot, window, "What time is it in Tokyo?", wait=True)
+    first = stored_reply(window)
+    user = next(m for m in window.message_view.messages() if m.role is Role.USER)
+    window.message_view.trigger_action(user.id, MessageAction.EDIT)
+    window.composer.set_text("What time is it in Tokyo now?")
+    qtbot.keyClick(window.composer.input, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.chat.streaming == 0 and stored_reply(window).id != first.id, timeout=WAIT)
+    path = window.store.messages(window.chat.current_id)
+    assert [m.text for m in path[:1]] == ["What time is it in Tokyo now?"] and len(path) == 2
+    again = path[-1]
+    assert again.state is MessageState.COMPLETE
+    ran = rounds_from_json(again.tool_rounds)[0].calls[0]
+    assert ran.status is CallStatus.OK
+    assert ran.call.id != rounds_from_json(first.tool_rounds)[0].calls[0].call.id
+    kept = window.store.get_message(first.id)  # the first branch keeps its own rounds
+    assert rounds_from_json(kept.tool_rounds)[0].calls[0].status is CallStatus.OK
+
+
 def test_the_tools_menu_says_the_template_has_no_tools(qtbot, tool_window) -> None:
     # The tiny model's template is plain ChatML: its tools go in Hearth's system prompt.
     button = tool_window.chats_page.header.tools
