@@ -94,6 +94,14 @@ def qwen_path() -> Path:
     return ensure_chat_model(TEST_CACHE)
 
 
+@pytest.fixture(scope="session")
+def qwen_draft_path() -> Path:
+    """Qwen2.5-Coder 0.5B Instruct Q4_K_M, the chat model's draft, assembled once (hash-checked)."""
+    from app.platform.qwen_model import ensure_draft_model
+
+    return ensure_draft_model(TEST_CACHE)
+
+
 @pytest.fixture()
 def hardware():
     """A 2-core, 16 GiB CPU-only machine: GUI tests must not depend on this one."""

@@ -97,11 +97,15 @@ def cmd_setup_default_model(args: argparse.Namespace, paths: AppPaths) -> int:
     and the default embedding model (all-MiniLM-L6-v2, converted once to a GGUF). Also says
     which system libraries the window still needs (a minimal Debian lacks some)."""
     from app.platform import embedding_model
-    from app.platform.qwen_model import ensure_chat_model, print_progress
+    from app.platform.qwen_model import ensure_chat_model, ensure_draft_model, print_progress
     from app.platform.system_libraries import check_display_libraries
 
     target = ensure_chat_model(paths.ensure().models_dir, print_progress)
     print(f"Default model ready: {target}")
+    draft = ensure_draft_model(
+        paths.models_dir, lambda done, total: print_progress(done, total, "its draft model")
+    )
+    print(f"Its draft model ready: {draft}")
     embedder = embedding_model.ensure_default_embedder(paths.embedders_dir, embedding_model.print_progress)
     print(f"Default embedding model ready: {embedder}")
     if (problem := check_display_libraries()) is not None:

