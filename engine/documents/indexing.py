@@ -1,14 +1,12 @@
 """One indexing run over a collection's generation: scan, then one transaction per file.
 
-A file's stat is compared first (size and mtime unchanged: not read), then its SHA-256
-(content unchanged: only the mtime written), and only then is it parsed and chunked; of its
-chunks, only those whose text was not embedded for this document before are embedded (an edit
-to one paragraph embeds that paragraph's chunks). A file that vanished and reappears elsewhere
-with the same content is moved, not embedded again. Everything a file needs is computed
-before its transaction opens, and written in that one transaction: a run killed at any moment
-loses at most the file it was on, and the next run skips everything committed.
+A file's stat is compared first (size and mtime unchanged: not read), then its SHA-256 (content
+unchanged: only the mtime written), and only then is it parsed and chunked; of its chunks, only
+those whose text was not embedded for this document before are embedded (an edit to one paragraph
+embeds that paragraph's chunks). A file that vanished and reappears elsewhere with the same content
+is moved, not embedded again. Everything a file needs is computed before its transaction opens and
+written in that one transaction: a run killed at any moment loses at most the file it was on.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -47,9 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Texts per embed call: llama.cpp's encoders take a batch of sequences per decode, and 32 is
-# where the per-call overhead stops mattering while a pause or cancel still answers quickly.
-EMBED_BATCH = 32
+EMBED_BATCH = 32  # texts per embed call: the call's overhead gone, a pause still answers quickly
 
 
 @dataclass(frozen=True)
