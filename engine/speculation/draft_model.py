@@ -6,6 +6,7 @@ llama.cpp context (executor thread only). The policy that decides how far to dra
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -254,15 +255,25 @@ class DraftModel:
         return draft
 
     def _warm_up(self) -> None:
+        self.decode_seconds(repeats=1)
+
+    def decode_seconds(self, repeats: int = 3) -> float:
+        """The best of ``repeats`` one-token decodes: what one draft token costs here (the
+        cache cleared after each, as after the warm-up)."""
         ll = self._ll
         bos = int(ll.llama_vocab_bos(self._vocab))
-        batch = self._batch
-        batch.clear()
-        batch.add_run(0, 0, [bos if bos >= 0 else 0], range(0, 1))
-        rc = int(ll.llama_decode(self._ctx, batch.native()))
-        ll.llama_memory_clear(self._mem, True)
-        if rc != 0:
-            raise LoadFailed(f"The draft model could not evaluate a token (llama_decode returned {rc}).")
+        best = float("inf")
+        for _ in range(repeats):
+            self._batch.clear()
+            self._batch.add_run(0, 0, [bos if bos >= 0 else 0], range(0, 1))
+            start = time.perf_counter()
+            rc = int(ll.llama_decode(self._ctx, self._batch.native()))
+            ll.llama_synchronize(self._ctx)
+            best = min(best, time.perf_counter() - start)
+            ll.llama_memory_clear(self._mem, True)
+            if rc != 0:
+                raise LoadFailed(f"The draft model could not evaluate a token (llama_decode returned {rc}).")
+        return best
 
     # -- state ------------------------------------------------------------------
 

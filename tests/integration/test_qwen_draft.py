@@ -43,3 +43,31 @@ def test_the_draft_changes_nothing_of_a_greedy_reply(qwen_path: Path, qwen_draft
     rate = drafted.accepted / drafted.drafted
     print(f"drafted {drafted.drafted}, accepted {drafted.accepted} ({rate:.0%})")
     assert drafted.text == plain.text
+
+
+@pytest.mark.qwen
+def test_the_adaptive_policy_times_the_draft_rather_than_counting_its_parameters(
+    qwen_path: Path, qwen_draft_path: Path
+) -> None:
+    """The draft's cost per token is timed at warm-up: Qwen2.5-Coder 0.5B's vocabulary-wide
+    output layer makes it cost more than its share of parameters says."""
+    from engine.devtools.benchmark import on_fresh_thread
+    from engine.runtime.loader import LoadHooks, ModelLoader
+
+    draft = inspect_model(qwen_draft_path)
+    plan = plan_for(qwen_path, ctx=1024, parallel=1, draft=draft, max_draft=4)
+    speculation = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=qwen_draft_path, max_draft=4)
+    quiet = LoadHooks(lambda _p: None, lambda _p, _f: None, lambda _p, _s: None, lambda: False)
+
+    def load_and_read() -> float:
+        native = ModelLoader(plan, speculation, quiet, model_identity="test").load()
+        try:
+            assert native.draft is not None and native.draft_costs is not None
+            return native.draft_costs.draft_cost
+        finally:
+            native.free()
+
+    cost = on_fresh_thread(load_and_read)
+    by_parameters = draft.parameter_count / plan.model.parameter_count
+    assert cost > 0.0 and cost != pytest.approx(by_parameters, rel=1e-6)
+    print(f"draft cost {cost:.2f} of a target decode (by parameters {by_parameters:.2f})")
