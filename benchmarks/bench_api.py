@@ -92,21 +92,23 @@ def start(name: str, args: list[str], url: str, logs: Path):
             proc.kill()
 
 
-def hearth_args(model: Path, port: int) -> list[str]:
+def hearth_args(model: Path, port: int, streams: int = STREAMS, context: int = CONTEXT) -> list[str]:
     return [sys.executable, "-m", "app", "serve", str(model), "--port", str(port),
-            "--parallel", str(STREAMS), "--ctx", str(CONTEXT)]  # fmt: skip
+            "--parallel", str(streams), "--ctx", str(context)]  # fmt: skip
 
 
-def peer_args(binary: Path, model: Path, port: int, threads: int) -> list[str]:
-    return [str(binary), "-m", str(model), "-c", str(CONTEXT * STREAMS), "-np", str(STREAMS),
+def peer_args(
+    binary: Path, model: Path, port: int, threads: int, streams: int = STREAMS, context: int = CONTEXT
+) -> list[str]:
+    return [str(binary), "-m", str(model), "-c", str(context * streams), "-np", str(streams),
             "-b", "512", "-ub", "512", "-t", str(threads), "-tb", str(threads), "--swa-full",
             "--host", "127.0.0.1", "--port", str(port), "--no-webui"]  # fmt: skip
 
 
-def hearth_threads(model: Path) -> int:
+def hearth_threads(model: Path, streams: int = STREAMS, context: int = CONTEXT) -> int:
     from engine import LoadRequest, inspect_model, plan_load, take_snapshot
 
-    request = LoadRequest(context_per_conversation=CONTEXT, parallel=STREAMS)
+    request = LoadRequest(context_per_conversation=context, parallel=streams)
     return plan_load(inspect_model(model), take_snapshot(), request).params.n_threads
 
 
