@@ -15,6 +15,14 @@ def add_kv_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kv", choices=[t.value for t in KvCacheType], default=DEFAULT_KV_CACHE_TYPE, help="KV cache type"
     )
+    parser.add_argument(
+        "--kv-pool",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="memory for conversations: one KV pool of TOKENS the parallel conversations share, "
+        "each up to --ctx (default: each conversation has its own --ctx)",
+    )
 
 
 def add_path_options(parser: argparse.ArgumentParser) -> None:
@@ -142,6 +150,8 @@ def read_load_request(args: argparse.Namespace, speculation=None):  # -> LoadReq
         fields["parallel"] = args.parallel
     if getattr(args, "kv", None) is not None:
         fields["kv_type"] = KvCacheType(args.kv)
+    if getattr(args, "kv_pool", None) is not None:
+        fields["kv_pool"] = args.kv_pool
     if getattr(args, "ubatch", None) is not None:
         fields["n_ubatch"] = args.ubatch
     if getattr(args, "mmproj", None):

@@ -65,6 +65,17 @@ class KvRow:
         return min(1.0, self.cells_used / self.capacity) if self.capacity else 0.0
 
 
+def kv_title(stats: EngineStats) -> str:
+    """The panel's title: the sequences and their cells, or the one pool they share."""
+    n = len(stats.sequences)
+    if stats.shared_pool:
+        return (
+            f"KV cache — one pool of {stats.n_ctx:,} cells, {n} conversations, "
+            f"each up to {stats.n_ctx_per_sequence:,}"
+        )
+    return f"KV cache — {n} sequence{'s' if n != 1 else ''} × {stats.n_ctx_per_sequence:,} cells"
+
+
 def kv_rows(stats: EngineStats, last_owner: dict[int, str], names: OwnerNames) -> tuple[KvRow, ...]:
     """The rows for ``stats``: every sequence that is not empty, by sequence id.
 
@@ -323,16 +334,15 @@ class KvPanel(Card):
         if stats.n_ctx_per_sequence != self._capacity:
             self._capacity = stats.n_ctx_per_sequence
             self._fit_columns()  # the cells column is as wide as "capacity / capacity"
-        self.set_title(
-            f"KV cache — {len(stats.sequences)} sequence{'s' if len(stats.sequences) != 1 else ''}"
-            f" × {stats.n_ctx_per_sequence:,} cells"
-        )
+        self.set_title(kv_title(stats))
         self.bar.set_usage(tuple((r.sequence_id, r.cells_used) for r in rows), stats.n_ctx)
         free = len(stats.sequences) - len(rows)
         active = sum(r.state is SlotState.ACTIVE for r in rows)
         cached = sum(r.state is SlotState.REUSABLE for r in rows)
         self.note.setText(
             f"{active} active, {cached} cached, {free} free"
+            + (f" · {stats.cells_used:,} of {stats.n_ctx:,} cells held" if stats.shared_pool else "")
+            + (f" · {stats.evicted_prefixes} cached evicted for room" if stats.evicted_prefixes else "")
             + (f" · {stats.queue_depth} waiting for a sequence" if stats.queue_depth else "")
         )
         if rows != self._rows:

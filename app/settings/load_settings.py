@@ -48,6 +48,7 @@ def request_to_dict(request: LoadRequest, speculation: SpeculationConfig | None)
     return {
         "context_per_conversation": request.context_per_conversation,
         "parallel": request.parallel,
+        "kv_pool": request.kv_pool,
         "gpu_layers": request.gpu_layers,
         "kv_type": request.kv_type.value,
         "projector": str(request.projector.path) if request.projector else None,
@@ -72,6 +73,7 @@ def request_from_dict(data: dict[str, Any], find: Callable[[Path], ModelInfo | N
             draft=draft,
             max_draft=DEFAULT_MAX_DRAFT if spec == "lookup" else 0,
             threads=_threads(data.get("threads")),
+            kv_pool=None if data.get("kv_pool") is None else int(data["kv_pool"]),
         )
     except (KeyError, TypeError, ValueError):
         return None

@@ -29,7 +29,7 @@ from engine import (
     SpeculationMode,
 )
 
-__all__ = ["AUTO_GPU_LAYERS", "AUTO_THREADS", "THREADS_TIP", "PlanControls"]
+__all__ = ["AUTO_GPU_LAYERS", "AUTO_THREADS", "NO_POOL", "THREADS_TIP", "PlanControls"]
 
 AUTO_GPU_LAYERS = -1
 AUTO_THREADS = 0  # the threads spin box's "no setting of its own"
@@ -37,6 +37,17 @@ THREADS_TIP = (
     "CPU threads llama.cpp computes with. Auto takes one per core that other programs "
     "leave free: a thread that has to wait for a busy core holds every other thread up, "
     "so while another program keeps a core busy, fewer threads decode faster."
+)
+
+
+NO_POOL = 0
+CONTEXT_LABEL = "Context per conversation"
+POOL_LABEL = "Longest conversation"
+POOL_TIP = (
+    "One KV cache the parallel conversations share. Each may grow to the longest conversation, "
+    "but together they hold at most this many tokens; cached turns are dropped (oldest first) "
+    "to make room. Eight conversations of up to 32k tokens fit in the memory of 32k. "
+    "Without it each conversation reserves its full context, used or not."
 )
 
 
@@ -71,6 +82,15 @@ class PlanControls:
         self.parallel_spin = QSpinBox()
         self.parallel_spin.setRange(1, 64)
         self.parallel_spin.setValue(1)
+        # 0: each conversation has its own context (llama.cpp's per-sequence KV).
+        self.pool_spin = QSpinBox()
+        self.pool_spin.setRange(NO_POOL, MAX_CONTEXT * 4)
+        self.pool_spin.setSingleStep(4096)
+        self.pool_spin.setGroupSeparatorShown(True)
+        self.pool_spin.setSpecialValueText("each conversation its own")
+        self.pool_spin.setSuffix(" tokens, shared")
+        self.pool_spin.setValue(NO_POOL)
+        self.pool_spin.setToolTip(POOL_TIP)
         self.gpu_spin = QSpinBox()
         self.gpu_spin.setRange(AUTO_GPU_LAYERS, 999)
         self.gpu_spin.setSpecialValueText("auto (as many as fit)")
@@ -89,8 +109,10 @@ class PlanControls:
             "Speculative decoding: faster replies, same text. Prompt lookup is free and shines when "
             "the reply repeats the conversation; a draft model is a smaller model with the same vocabulary."
         )
-        controls.addRow("Context per conversation", ctx_field)
+        controls.addRow(CONTEXT_LABEL, ctx_field)
         controls.addRow("Parallel conversations", self.parallel_spin)
+        controls.addRow("Memory for conversations", self.pool_spin)
+        self._ctx_label = controls.labelForField(ctx_field)
         controls.addRow("GPU layers", self.gpu_spin)
         controls.addRow("CPU threads", self.threads_spin)
         controls.addRow("KV cache type", self.kv_combo)
@@ -111,6 +133,7 @@ class PlanControls:
             max_draft=DEFAULT_MAX_DRAFT if speculation == "lookup" else 0,  # the draft model's: its default
             threads=self.threads_spin.value() or None,
             default_threads=self._default_threads,
+            kv_pool=self.pool_spin.value() or None,
         )
 
     def current_speculation(self) -> SpeculationConfig | None:
@@ -127,6 +150,7 @@ class PlanControls:
         try:
             self.ctx_spin.setValue(request.context_per_conversation)
             self.parallel_spin.setValue(request.parallel)
+            self.pool_spin.setValue(request.kv_pool or NO_POOL)
             self.gpu_spin.setValue(AUTO_GPU_LAYERS if request.gpu_layers is None else request.gpu_layers)
             self.threads_spin.setValue(request.threads or AUTO_THREADS)
             self.kv_combo.setCurrentIndex(self.kv_combo.findData(request.kv_type))
@@ -147,6 +171,12 @@ class PlanControls:
         elif request.max_draft:
             return max(0, self.speculation_combo.findData("lookup"))
         return 0
+
+    def _pool_changed(self, value: int) -> None:
+        """With a shared pool the context box is the longest a conversation may grow."""
+        label = self._ctx_label
+        if isinstance(label, QLabel):
+            label.setText(POOL_LABEL if value else CONTEXT_LABEL)
 
     def _show_context_limit(self, typed: int | None = None) -> None:
         info = self._info

@@ -137,8 +137,9 @@ class ModelPanel(PlanControls, PlanView, LoadStatus, QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
 
-        for spin in (self.ctx_spin, self.parallel_spin, self.gpu_spin, self.threads_spin):
+        for spin in (self.ctx_spin, self.parallel_spin, self.pool_spin, self.gpu_spin, self.threads_spin):
             spin.valueChanged.connect(self._replan)
+        self.pool_spin.valueChanged.connect(self._pool_changed)
         self.kv_combo.currentIndexChanged.connect(self._replan)
         self.projector_combo.currentIndexChanged.connect(self._replan)
         self.speculation_combo.currentIndexChanged.connect(self._replan)

@@ -74,8 +74,10 @@ def on_fresh_thread(fn: Callable[[], T]) -> T:
     return result[0]
 
 
-def make_plan(path: Path, ctx: int, parallel: int, threads: int | None = None) -> LoadPlan:
-    request = LoadRequest(context_per_conversation=ctx, parallel=parallel, threads=threads)
+def make_plan(
+    path: Path, ctx: int, parallel: int, threads: int | None = None, kv_pool: int | None = None
+) -> LoadPlan:
+    request = LoadRequest(context_per_conversation=ctx, parallel=parallel, threads=threads, kv_pool=kv_pool)
     return plan_load(inspect_model(path), take_snapshot(), request)
 
 

@@ -114,6 +114,10 @@ class LoadRequest:
     # Share of the offloaded layers per offload device (RPC workers' devices first, then
     # the GPUs: llama.cpp's order); None: in proportion to their free memory.
     tensor_split: tuple[float, ...] | None = None
+    # "Memory for conversations": one KV pool of this many cells that the ``parallel``
+    # conversations share (llama.cpp's kv_unified), each up to ``context_per_conversation``
+    # (then "longest conversation"). None: each conversation has its own context.
+    kv_pool: int | None = None
 
     @property
     def draft_rows(self) -> int:
@@ -150,6 +154,12 @@ class LlamaParams:
     # leaves llama.cpp's own choice (every local GPU, split by free memory).
     devices: tuple[str, ...] = ()
     tensor_split: tuple[float, ...] = ()
+    # With a shared pool (kv_unified): the longest a conversation may grow (0: the pool).
+    longest_conversation: int = 0
+
+    @property
+    def shared_pool(self) -> bool:
+        return self.kv_unified and self.n_seq_max > 1
 
     @property
     def outputs_max(self) -> int:
@@ -167,8 +177,11 @@ class LlamaParams:
 
     @property
     def n_ctx_seq(self) -> int:
-        """KV cells per conversation: decode returns 1 when a sequence reaches this."""
-        return cells_per_sequence(self.n_ctx, self.n_seq_max, self.kv_unified)
+        """KV cells one conversation may fill: its own context, or in a shared pool the
+        longest-conversation limit."""
+        cells = cells_per_sequence(self.n_ctx, self.n_seq_max, self.kv_unified)
+        limited = self.kv_unified and self.longest_conversation
+        return min(cells, self.longest_conversation) if limited else cells
 
 
 def output_rows(n_seq: int, max_draft: int, n_batch: int) -> tuple[int, int]:

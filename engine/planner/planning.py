@@ -86,11 +86,13 @@ def _plan(
     n_outputs_max, n_outputs_per_seq = output_rows(settings.parallel, request.draft_rows, settings.n_batch)
     base = LlamaParams(
         n_gpu_layers=0,
-        n_ctx=settings.context * settings.parallel,
+        n_ctx=settings.n_ctx,
         n_seq_max=settings.parallel,
         n_batch=settings.n_batch,
         n_ubatch=settings.n_ubatch,
-        kv_unified=False,  # each conversation gets exactly its own context
+        # Without a pool each conversation gets exactly its own context.
+        kv_unified=settings.pool is not None,
+        longest_conversation=settings.context if settings.pool is not None else 0,
         type_k=request.kv_type,
         type_v=request.kv_type,
         flash_attn=quantized_v,  # a quantized V cache requires it; otherwise llama.cpp decides

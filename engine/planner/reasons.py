@@ -71,10 +71,16 @@ def memory_reasons(
     reasons: list[str] = []
     p = layout.params
     kv_total = sum(m.kv_cache for m in memory)
-    reasons.append(
-        f"KV cache {format_bytes(kv_total)}: {p.n_seq_max} × {p.n_ctx_seq:,} tokens × {shape.n_layer} layers "
-        f"({p.type_k.value})."
-    )
+    if p.shared_pool:
+        reasons.append(
+            f"KV cache {format_bytes(kv_total)}: one pool of {p.n_ctx:,} tokens × {shape.n_layer} layers "
+            f"({p.type_k.value}) that {p.n_seq_max} conversations share, each up to {p.n_ctx_seq:,}."
+        )
+    else:
+        reasons.append(
+            f"KV cache {format_bytes(kv_total)}: {p.n_seq_max} × {p.n_ctx_seq:,} tokens × {shape.n_layer} "
+            f"layers ({p.type_k.value})."
+        )
     if memory[0].repack:
         kinds = sorted({t for t, _m, _n in shape.matmul_weights if repacked_bytes(((t, 8, 1),), simd)})
         reasons.append(
@@ -144,9 +150,14 @@ def describe_plan(plan: LoadPlan) -> list[str]:
     lines = [f"{plan.model.display_name}: {plan.headline}"]
     if plan.limiting_resource:
         lines[0] += f" ({plan.limiting_resource} short by {format_bytes(plan.deficit)})"
+    context = (
+        f"Context: {p.n_ctx:,} tokens shared by {p.n_seq_max} conversations, each up to {p.n_ctx_seq:,}"
+        if p.shared_pool
+        else f"Context: {p.n_ctx_seq:,} tokens × {p.n_seq_max} conversation{'s' if p.n_seq_max > 1 else ''} "
+        f"(n_ctx {p.n_ctx:,})"
+    )
     lines.append(
-        f"Context: {p.n_ctx_seq:,} tokens × {p.n_seq_max} conversation{'s' if p.n_seq_max > 1 else ''} "
-        f"(n_ctx {p.n_ctx:,}), batch {p.n_batch}/{p.n_ubatch}, KV {p.type_k.value}, "
+        f"{context}, batch {p.n_batch}/{p.n_ubatch}, KV {p.type_k.value}, "
         f"GPU layers {p.n_gpu_layers}, threads {p.n_threads}, "
         f"flash attention {'on' if p.flash_attn else 'auto'}"
     )

@@ -61,7 +61,14 @@ def suggest(
         return replace(request, context_per_conversation=c)
 
     contexts = list(range(MIN_CONTEXT, settings.context, CONTEXT_STEP))
-    if (c := largest(contexts, ctx_req)) is not None:
+    if settings.pool is not None:
+        # A shared pool's memory is its cells: fewer of them, the longest conversation kept.
+        def pool_req(c: int) -> LoadRequest:
+            return replace(request, kv_pool=c)
+
+        if (c := largest(list(range(MIN_CONTEXT, settings.pool, CONTEXT_STEP)), pool_req)) is not None:
+            out.append(Suggestion(f"Memory for conversations {c:,} tokens", pool_req(c)))
+    elif (c := largest(contexts, ctx_req)) is not None:
         out.append(Suggestion(f"Context {c:,} tokens per conversation", ctx_req(c)))
 
     def par_req(n: int) -> LoadRequest:

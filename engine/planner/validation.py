@@ -26,12 +26,17 @@ from engine.speculation.policy import MAX_DRAFT_LIMIT
 class Settings:
     """The request after validation, clamping and padding."""
 
-    context: int  # cells per conversation, padded
+    context: int  # cells per conversation, padded (with a pool: the longest conversation)
     parallel: int
     n_ubatch: int
     n_batch: int
     threads: int
     reasons: tuple[str, ...]
+    pool: int | None = None  # cells the conversations share, padded; None: their own each
+
+    @property
+    def n_ctx(self) -> int:
+        return self.pool if self.pool is not None else self.context * self.parallel
 
 
 def validate_request(
@@ -47,6 +52,10 @@ def validate_request(
     if not 1 <= request.parallel <= MAX_PARALLEL:
         raise InvalidLoadRequest(
             f"Parallel conversations must be 1 to {MAX_PARALLEL} (got {request.parallel})"
+        )
+    if request.kv_pool is not None and request.kv_pool < MIN_CONTEXT:
+        raise InvalidLoadRequest(
+            f"Memory for conversations must be at least {MIN_CONTEXT} tokens (got {request.kv_pool})"
         )
     if request.gpu_layers is not None and request.gpu_layers < 0:
         raise InvalidLoadRequest(f"GPU layers must be 0 or more (got {request.gpu_layers})")
@@ -97,16 +106,23 @@ def validate_request(
             f"Context per conversation rounded up to {padded:,} tokens (llama.cpp allocates in steps of 256)."
         )
 
+    pool = pad_context(request.kv_pool) if request.kv_pool is not None else None
+    if pool is not None and padded > pool:
+        padded = pool
+        reasons.append(
+            f"Longest conversation limited to {pool:,} tokens: the memory for all conversations."
+        )
+
     image_tokens = non_causal_image_tokens(request.projector)
     n_ubatch = request.n_ubatch or DEFAULT_N_UBATCH
     if image_tokens > n_ubatch:
         # mtmd evaluates an image's tokens in one micro-batch (non-causal attention).
         reasons.append(f"Micro-batch raised to {image_tokens} tokens so one image fits in it.")
         n_ubatch = image_tokens
-    n_ctx = padded * request.parallel
+    n_ctx = pool if pool is not None else padded * request.parallel
     n_batch = min(max(DEFAULT_N_BATCH, n_ubatch), n_ctx)
     n_ubatch = min(n_ubatch, n_batch)
     threads = choose_threads(request, hardware)
     if threads.reason:
         reasons.append(threads.reason)
-    return Settings(padded, request.parallel, n_ubatch, n_batch, threads.threads, tuple(reasons))
+    return Settings(padded, request.parallel, n_ubatch, n_batch, threads.threads, tuple(reasons), pool)

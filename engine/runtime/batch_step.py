@@ -58,9 +58,12 @@ class BatchStep:
         active: Mapping[int, ActiveRequest],
         speculator: Speculator,
         n_batch: int,
+        capacity: int | None = None,
     ) -> dict[int, range] | None:
         """Run one batch of ``active``'s work; the logit rows it left to sample, by sequence,
-        or None when no token batch ran (nothing to do, an image only, aborted, failed)."""
+        or None when no token batch ran (nothing to do, an image only, aborted, failed).
+        ``capacity``: rows the token batch may have (a shared pool's free cells), n_batch
+        where None."""
         t0 = time.perf_counter()
         candidates = [c for a in active.values() if (c := a.progress.candidate()) is not None]
         while self._suspects and self._suspects[0] not in active:
@@ -70,7 +73,7 @@ class BatchStep:
             candidates = [c for c in candidates if c.sequence_id == alone]
         if not candidates:
             return None
-        plan = self._planner.plan(candidates, n_batch, native.n_outputs)
+        plan = self._planner.plan(candidates, n_batch if capacity is None else capacity, native.n_outputs)
         progress = {seq: a.progress for seq, a in active.items()}
         if plan.media is not None:
             # Its own step, before the token batch: an image evaluation leaves no logits

@@ -129,8 +129,9 @@ class DraftModel:
     """A second model that drafts greedily for every decoding sequence at once.
 
     Executor thread only: it owns a llama model, a context with the target's sequence
-    count and per-sequence size (``kv_unified`` off: each sequence has exactly the
-    target's cells, so both run out at the same position), and one reusable batch. Per
+    count and per-sequence size (each sequence has exactly the target's cells, so both run
+    out at the same position; a pool as large where the target's conversations share one),
+    and one reusable batch. Per
     sequence it remembers exactly which tokens its KV holds, so each call only decodes
     what is new: usually the pending token, sometimes the last accepted draft too.
 
@@ -224,22 +225,22 @@ class DraftModel:
                     f"The draft model {path.name} has {n_vocab} tokens, the model {target.vocab_size}."
                 )
             n_seq = max(1, params.n_seq_max)
-            n_ctx_seq = cells_per_sequence(params.n_ctx, n_seq, params.kv_unified)
+            # The draft holds what the target holds: its own contexts, or a pool as large.
+            unified = params.shared_pool
+            n_ctx = params.n_ctx if unified else params.n_ctx_seq * n_seq
             # One logit row per sequence per batch: the draft's own greedy next token.
             own = replace(params, n_outputs_max=n_seq, n_outputs_max_per_seq=1)
-            cparams = context_params(ll, own, n_ctx=n_ctx_seq * n_seq, kv_unified=False)
+            cparams = context_params(ll, own, n_ctx=n_ctx, kv_unified=unified)
             ctx = ll.llama_init_from_model(model, cparams)
             if not ctx:
-                raise LoadFailed(
-                    f"llama.cpp could not create the draft model's context ({n_ctx_seq * n_seq} tokens)."
-                )
+                raise LoadFailed(f"llama.cpp could not create the draft model's context ({n_ctx} tokens).")
             draft = cls(
                 ll,
                 model,
                 ctx,
                 path=path,
                 n_seq=int(ll.llama_n_seq_max(ctx)),
-                n_ctx_seq=cells_per_sequence(int(ll.llama_n_ctx(ctx)), n_seq, kv_unified=False),
+                n_ctx_seq=min(cells_per_sequence(int(ll.llama_n_ctx(ctx)), n_seq, unified), params.n_ctx_seq),
                 n_batch=min(int(ll.llama_n_batch(ctx)), params.n_batch),
                 p_min=p_min,
             )

@@ -51,6 +51,17 @@ def test_plan_text_and_json(capsys, tiny_model: Path) -> None:
     assert [p for p in plan["phases"]][:2] == ["validate", "weights"]
 
 
+def test_plan_with_memory_for_conversations(capsys, tiny_model: Path) -> None:
+    args = ("plan", str(tiny_model), "--ctx", "2048", "--parallel", "8", "--kv-pool", "2048")
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    assert "Context: 2,048 tokens shared by 8 conversations, each up to 2,048" in out
+    plan = json.loads(run(capsys, *args, "--json")[1])
+    assert (plan["params"]["n_ctx"], plan["params"]["kv_unified"]) == (2048, True)
+    code, _, err = run(capsys, "plan", str(tiny_model), "--kv-pool", "10")
+    assert code == 2 and "Memory for conversations must be at least 256" in err
+
+
 def test_errors_go_to_stderr_with_a_nonzero_exit(capsys, tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"definitely not a model")

@@ -313,3 +313,12 @@ def test_the_windows_load_panel_takes_the_settings_default(
         assert panel.plan().params.n_threads == 1
     finally:
         window.close()
+
+
+def test_memory_for_conversations_round_trips_with_the_load_settings() -> None:
+    shared = LoadRequest(context_per_conversation=32768, parallel=8, kv_pool=32768)
+    back = request_from_dict(json.loads(json.dumps(request_to_dict(shared, None))), lambda _path: None)
+    assert back is not None and back.kv_pool == 32768
+    older = request_to_dict(LoadRequest(parallel=2), None)
+    del older["kv_pool"]  # saved before the pool existed: each conversation its own
+    assert request_from_dict(older, lambda _path: None).kv_pool is None

@@ -71,6 +71,28 @@ def test_plan_follows_context_and_parallel_controls(qtbot, window: MainWindow, t
     assert kv(after) > kv(before)
 
 
+def test_memory_for_conversations_shares_one_pool_and_relabels_the_context(
+    qtbot, window: MainWindow, tiny_model: Path
+) -> None:
+    drop_and_plan(qtbot, window, tiny_model)
+    panel = window.model_panel
+    panel.ctx_spin.setValue(4096)
+    panel.parallel_spin.setValue(8)
+    own = panel.plan()
+    assert panel.pool_spin.text() == "each conversation its own"
+    assert panel._ctx_label.text() == "Context per conversation"
+    panel.pool_spin.setValue(4096)
+    shared = panel.plan()
+    assert panel.current_request().kv_pool == 4096
+    assert panel._ctx_label.text() == "Longest conversation"
+    assert (shared.params.kv_unified, shared.params.n_ctx, shared.params.n_ctx_seq) == (True, 4096, 4096)
+    kv = lambda plan: sum(d.kv_cache for d in plan.memory)  # noqa: E731
+    assert kv(own) == 8 * kv(shared)
+    panel.pool_spin.setValue(0)
+    assert panel._ctx_label.text() == "Context per conversation"
+    assert panel.plan().params.kv_unified is False
+
+
 def test_dropping_a_folder_lists_invalid_files_with_their_reason(
     qtbot, window: MainWindow, tmp_path: Path, tiny_model: Path, tiny_projector: Path
 ) -> None:
