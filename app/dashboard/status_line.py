@@ -30,10 +30,14 @@ def status_text(model: object | None, history: MetricsHistory) -> str:
     ]
     if stats.n_ctx:
         parts.append(f"KV {100 * stats.cells_used / stats.n_ctx:.0f}% used")
+    if stats.drafting_with:
+        parts.append(f"drafting with {html.escape(stats.drafting_with)}")
     rate = history.totals.prefix_hit_rate
     if rate is not None:
         parts.append(f"prefix hits {100 * rate:.0f}%")
     # No-break spaces inside each part: a narrow dock wraps between "decode 32 tok/s"
     # and the next part, never inside it.
     text = " · ".join([parts[0], *(p.replace(" ", "\u00a0") for p in parts[1:])])
+    if stats.draft_note:
+        text += f"<br>{html.escape(stats.draft_note)}"
     return text

@@ -50,6 +50,13 @@ class EngineStats:
     scheduler_tick_us: float = 0.0  # mean time in the scheduler (plan, stage, commit) per batch
     drafted_tokens: int = 0
     accepted_tokens: int = 0
+    # One KV pool of ``n_ctx`` cells the sequences share (each up to ``n_ctx_per_sequence``),
+    # and the cached prefixes dropped to make room in it since load.
+    shared_pool: bool = False
+    evicted_prefixes: int = 0
+    # The draft model speculating ("" without one), or why it was let go at warm-up.
+    drafting_with: str = ""
+    draft_note: str = ""
 
     @property
     def cells_used(self) -> int:

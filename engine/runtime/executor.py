@@ -47,6 +47,7 @@ from engine.runtime.commands import Cancel, Inbox, Measure, Observe, Submit, Unl
 from engine.runtime.loader import LoadHooks, ModelLoader, load_error
 from engine.runtime.native_model import NativeModel
 from engine.runtime.serving_stats import ActiveSlot, ServingCounters
+from engine.runtime.shared_cells import SharedCells
 from engine.runtime.speculator import Speculator
 from engine.runtime.surface import ExecutorState, LoadOrder, ReadyWait
 from engine.scheduler import (
@@ -95,6 +96,7 @@ class Executor(QThread, ReadyWait):
         self._native: NativeModel | None = None
         self._speculator = Speculator(self.speculation, None, None)
         self._pool: SequencePool | None = None
+        self._cells: SharedCells | None = None  # with a shared KV pool: its admission and room
         self._waiting: collections.deque[Waiting] = collections.deque()
         self._active: dict[int, ActiveRequest] = {}  # by sequence id
         self._logit_rows: dict[int, range] = {}  # rows the last batch left to sample, by sequence
@@ -214,6 +216,7 @@ class Executor(QThread, ReadyWait):
         self.n_ctx_seq = native.n_ctx_seq
         self.chat_traits = native.traits
         self._pool = SequencePool(native.n_seq)
+        self._cells = SharedCells(native, self._pool) if native.shared_pool else None
         self._speculator = Speculator(self.speculation, native.draft, native.draft_costs)
         self._abort.install(native.ll, native.ctx)
 
@@ -284,6 +287,10 @@ class Executor(QThread, ReadyWait):
             except EngineError as exc:
                 self._end_waiting(waiting, exc)
                 continue
+            if self._cells is not None and not self._cells.admits(self._active, layout.end.native_position):
+                native.prompts.release(media)
+                self._waiting.appendleft(waiting)  # waits, first in line, for cells to free
+                return
             try:
                 sampler = native.samplers.sampler(request.sampling)
             except EngineError as exc:
@@ -384,7 +391,10 @@ class Executor(QThread, ReadyWait):
 
     def _run_batch(self) -> None:
         assert self._native is not None
-        rows = self._step.run(self._native, self._active, self._speculator, self.n_batch)
+        capacity, outgrown = self._cells.make_room(self._active, self.n_batch) if self._cells else (None, [])
+        for active, error in outgrown:
+            self._fail(active, error)
+        rows = self._step.run(self._native, self._active, self._speculator, self.n_batch, capacity)
         if rows is not None:
             self._logit_rows = rows
 
@@ -475,17 +485,16 @@ class Executor(QThread, ReadyWait):
             active.handle._publish(event)
 
     def _stats(self) -> EngineStats:
-        native = self._native
+        native, cells, speculator = self._native, self._cells, self._speculator
         slots = {seq: ActiveSlot(a.owner, a.cached_tokens) for seq, a in self._active.items()}
+        draft = native.draft if native is not None else None
         return self._counters.snapshot(
             self._pool if native is not None and native.mem else None,
             slots,
             native.cells if native is not None else (lambda _seq: 0),
-            now=time.perf_counter(),
-            n_ctx=self.n_ctx,
-            n_ctx_per_sequence=self.n_ctx_seq,
-            n_seq=self.n_seq,
-            queue_depth=len(self._waiting),
-            drafted=self._speculator.drafted,
-            accepted=self._speculator.accepted,
-        )
+            now=time.perf_counter(), n_ctx=self.n_ctx, n_ctx_per_sequence=self.n_ctx_seq, n_seq=self.n_seq,
+            queue_depth=len(self._waiting), drafted=speculator.drafted, accepted=speculator.accepted,
+            shared_pool=cells is not None, evicted=cells.evicted if cells is not None else 0,
+            drafting_with=draft.path.name if draft is not None else "",
+            draft_note=native.draft_note if native is not None else "",
+        )  # fmt: skip

@@ -26,7 +26,13 @@ from engine.runtime.native_model import NativeModel
 from engine.runtime.prompt_builder import PromptBuilder
 from engine.runtime.token_sampler import SamplerHost
 from engine.speculation.draft_model import DraftModel, check_draft_compatible
-from engine.speculation.policy import DraftCostModel, SpeculationConfig, SpeculationMode
+from engine.speculation.policy import (
+    BEST_DRAFT_ACCEPTANCE,
+    DraftCostModel,
+    SpeculationConfig,
+    SpeculationMode,
+    draft_dropped_note,
+)
 
 log = logging.getLogger("hearth.executor")
 
@@ -216,7 +222,8 @@ class ModelLoader:
         native.n_ctx = ll.llama_n_ctx(ctx)
         native.n_seq = ll.llama_n_seq_max(ctx)
         native.n_batch = min(ll.llama_n_batch(ctx), p.n_batch)
-        native.n_ctx_seq = cells_per_sequence(native.n_ctx, native.n_seq, p.kv_unified)
+        native.n_ctx_seq = min(cells_per_sequence(native.n_ctx, native.n_seq, p.kv_unified), p.n_ctx_seq)
+        native.shared_pool = p.shared_pool
         native.n_outputs = p.outputs_max
         native.batch = NativeBatch(native.n_batch, native.n_outputs)
 
@@ -253,7 +260,15 @@ class ModelLoader:
         if rc != 0:
             raise LoadFailed(f"The model loaded but could not evaluate a token (llama_decode returned {rc}).")
         if self.speculation.enabled and self.speculation.adaptive:
-            native.draft_costs = self._measure_draft_costs(token)
+            native.draft_costs = costs = self._measure_draft_costs(token)
+            spec = self.speculation
+            pays = costs.pays_at(BEST_DRAFT_ACCEPTANCE, spec.max_draft, spec.min_draft)
+            if native.draft is not None and not pays:
+                # Never slower with a draft than without: here it could not pay, so it
+                # neither prefills nor holds its memory.
+                native.draft_note = draft_dropped_note(native.draft.path.name, costs)
+                native.draft.free()
+                native.draft = None
 
     def _timed_decode(self, token: int, rows: int) -> tuple[int, float]:
         """Decode ``rows`` copies of ``token`` on sequence 0 and clear the cache after."""

@@ -52,11 +52,13 @@ class NativeModel:
     n_seq: int = 0
     n_batch: int = 0
     n_ctx_seq: int = 0
+    shared_pool: bool = False  # the conversations share the KV cells (kv_unified)
     n_outputs: int = 0  # logit rows one batch may have (n_outputs_max)
     batch: NativeBatch | None = None
     projector: ProjectorRuntime | None = None
     draft: DraftModel | None = None
     draft_costs: DraftCostModel | None = None  # measured at warm-up when speculation adapts
+    draft_note: str = ""  # why the draft model was let go at warm-up (it could not pay here)
     prompts: PromptBuilder | None = None  # once every phase has run
     samplers: SamplerHost | None = None  # once every phase has run
     progress_callback: Any = None  # a ctypes callback must stay referenced while llama.cpp may call it

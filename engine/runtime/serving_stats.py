@@ -99,6 +99,10 @@ class ServingCounters:
         queue_depth: int,
         drafted: int,
         accepted: int,
+        shared_pool: bool = False,
+        evicted: int = 0,
+        drafting_with: str = "",
+        draft_note: str = "",
     ) -> EngineStats:
         """Every sequence's state and cells (``cells(seq)`` asks llama.cpp), and the rates
         at ``now`` (the clock ``BatchRecord`` times come from).
@@ -153,4 +157,8 @@ class ServingCounters:
             scheduler_tick_us=1e6 * self.scheduler_seconds / self.ticks if self.ticks else 0.0,
             drafted_tokens=drafted,
             accepted_tokens=accepted,
+            shared_pool=shared_pool,
+            evicted_prefixes=evicted,
+            drafting_with=drafting_with,
+            draft_note=draft_note,
         )

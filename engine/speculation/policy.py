@@ -349,6 +349,12 @@ def next_draft_cap(cap: int, drafted: int, accepted: int, max_draft: int) -> int
     return max(1, min(cap, accepted + 1))
 
 
+# The acceptance a draft model of the target's own family reaches at best (Qwen2.5-Coder
+# 0.5B drafting for the 1.5B on a greedy code reply: 84% here): where even this would not
+# pay, the draft model is not kept after warm-up.
+BEST_DRAFT_ACCEPTANCE = 0.9
+
+
 @dataclass(frozen=True)
 class DraftCostModel:
     """Chooses a draft length that maximises expected tokens per unit of decode cost.
@@ -391,6 +397,10 @@ class DraftCostModel:
         """Tokens one verification emits with ``n`` drafts: 1 + p + p^2 + ... + p^n."""
         return float(n + 1) if p >= 1.0 else (1.0 - p ** (n + 1)) / (1.0 - p)
 
+    def pays_at(self, p: float, limit: int, min_draft: int = 1) -> bool:
+        """Whether any draft length pays clearly at acceptance ``p``."""
+        return self.choose(p, limit, min_draft) > 0
+
     def choose(self, p: float, limit: int, min_draft: int = 1) -> int:
         """The number of drafts to propose (0: decode plainly this tick)."""
         plain = 1.0 / self.row_costs[0]
@@ -401,3 +411,13 @@ class DraftCostModel:
                 best_n, best_rate = n, rate
         # Only a clear gain: speculation must never make a reply slower.
         return best_n if best_rate > plain * 1.05 else 0
+
+
+def draft_dropped_note(name: str, costs: DraftCostModel) -> str:
+    """Why the draft model was let go at warm-up, in one line."""
+    verify = costs.row_costs[min(2, len(costs.row_costs) - 1)]
+    return (
+        f"Not drafting with {name}: on this machine verifying 2 drafts costs {verify:.2f}x a plain "
+        f"decode and each draft {costs.draft_cost:.2f}x, so even {BEST_DRAFT_ACCEPTANCE:.0%} accepted "
+        "would not pay. It was unloaded after warm-up."
+    )

@@ -709,3 +709,34 @@ def test_memory_differences_shorten_in_a_narrow_table(qtbot, view: DashboardView
     qtbot.waitUntil(lambda: table.item(total, 3).text() != wide, timeout=2000)
     assert table.item(total, 3).text() == wide.split("(")[1].rstrip(")")  # just the share
     assert table.item(total, 3).toolTip() == wide
+
+
+def test_a_shared_pool_is_shown_as_one_pool_with_what_each_conversation_holds(qtbot) -> None:
+    from dataclasses import replace
+
+    from app.dashboard.status_line import status_text
+
+    v = DashboardView(FakeTelemetry(), interval_ms=250)
+    qtbot.addWidget(v)
+    sequences = (
+        SequenceStats(0, SlotState.ACTIVE, "chat-1", 900, 0),
+        SequenceStats(1, SlotState.REUSABLE, "chat-2", 300, 300),
+        SequenceStats(2, SlotState.EMPTY, "", 0, 0),
+    )
+    pooled = replace(stats(sequences, active=1), shared_pool=True, evicted_prefixes=2)
+    v.set_model(FakeModel(pooled))
+    v.record_stats(pooled)
+    assert v.kv_panel.title == "KV cache — one pool of 2,048 cells, 3 conversations, each up to 512"
+    note = v.kv_panel.note.text()
+    assert "1,200 of 2,048 cells held" in note and "2 cached evicted for room" in note
+    assert [r.cells_used for r in v.kv_panel.rows] == [900, 300]
+    own = stats(sequences, active=1)
+    v.record_stats(own)
+    assert v.kv_panel.title == "KV cache — 3 sequences × 512 cells"
+    assert "cells held" not in v.kv_panel.note.text()
+
+    history = MetricsHistory()
+    history.add_engine_stats(replace(own, drafting_with="qwen-0.5b.gguf"))
+    assert "drafting\u00a0with\u00a0qwen-0.5b.gguf" in status_text(FakeModel(own), history)
+    history.add_engine_stats(replace(own, draft_note="Not drafting with qwen-0.5b.gguf: on this machine…"))
+    assert status_text(FakeModel(own), history).endswith("<br>Not drafting with qwen-0.5b.gguf: on this machine…")

@@ -254,3 +254,47 @@ def test_speculation_the_plan_did_not_reserve_is_refused(looping_model: Path) ->
     model = Engine.load(plan, speculation=LOOKUP)
     with pytest.raises(EngineError, match="Plan again with speculation"):
         model.wait_ready(TIMEOUT)
+
+
+# A CPU where a draft model cannot pay: verifying 2 drafts costs 1.86x a decode, each draft
+# 0.54x (Qwen2.5-Coder 1.5B with its 0.5B on 2 cores, benchmarks/results/draft_costs.json).
+SLOW_PAIR = DraftCostModel.measured({1: 1.0, 2: 1.56, 3: 1.86, 5: 2.32, 9: 3.54}, max_draft=8, draft_cost=0.54)
+
+
+def test_a_draft_model_that_cannot_pay_is_let_go_at_warm_up(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never slower with a draft than without: it neither prefills nor holds memory."""
+    from engine.runtime.loader import ModelLoader
+
+    monkeypatch.setattr(ModelLoader, "_measure_draft_costs", lambda self, token: SLOW_PAIR)
+    spec = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=tiny_model)
+    model = load(tiny_model, spec, draft=tiny_model)
+    try:
+        stats = model.stats()
+        assert stats.drafting_with == ""
+        assert stats.draft_note.startswith(f"Not drafting with {tiny_model.name}: on this machine")
+        assert "1.86x" in stats.draft_note and "0.54x" in stats.draft_note and "\n" not in stats.draft_note
+        completion = model.submit(greedy(PROMPTS[0])).wait(TIMEOUT)
+        assert completion.usage.completion_tokens == 48 or completion.stop_reason.value == "stop"
+        assert model.stats().drafted_tokens == 0
+    finally:
+        model.unload()
+
+
+def test_a_draft_model_that_can_pay_is_kept(tiny_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.runtime.loader import ModelLoader
+
+    monkeypatch.setattr(ModelLoader, "_measure_draft_costs", lambda self, token: CHEAP_ROWS)
+    model = load(tiny_model, SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=tiny_model), draft=tiny_model)
+    try:
+        stats = model.stats()
+        assert (stats.drafting_with, stats.draft_note) == (tiny_model.name, "")
+    finally:
+        model.unload()
+
+
+def test_the_best_acceptance_decides_whether_a_pair_can_pay() -> None:
+    assert not SLOW_PAIR.pays_at(0.9, limit=8)
+    assert SLOW_PAIR.pays_at(1.0, limit=8)  # a perfect draft would pay even here
+    assert CHEAP_ROWS.pays_at(0.9, limit=8)
