@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject
 from app.services.library import LibraryController
 from app.services.model_session import ModelSession
 from app.services.remote_servers import RemoteServers
-from app.settings.load_settings import first_request, request_from_dict, settings_key
+from app.settings.load_settings import first_request, request_from_dict, request_speculation, settings_key
 from app.settings.preferences import Preferences
 from app.state.choices import ModelChoice
 from app.state.session import SessionState
@@ -31,6 +31,7 @@ from engine import (
     RemoteModelInfo,
     SpeculationConfig,
     SpeculationMode,
+    draft_candidates,
     format_bytes,
     inspect_model,
     plan_load,
@@ -144,7 +145,9 @@ class ModelChooser(QObject):
             plan = self.plan_for(path)
         except EngineError as exc:
             return exc.message
-        self._load(plan, remembered_speculation(self.store.get_setting(settings_key(plan.model.path))))
+        data = self.store.get_setting(settings_key(plan.model.path))
+        # Never loaded: the draft the library paired with it, as the load panel would start.
+        self._load(plan, remembered_speculation(data) if data else request_speculation(plan.request))
         return None
 
     def load_writer(self, writer: ReplyModel | None) -> str | None:
@@ -229,11 +232,13 @@ class ModelChooser(QObject):
         if entry is None or entry.info is None:
             return LoadRequest()
         hardware = self._hardware()
+        others = (e.info for e in self.library.entries() if e.info is not None)
         return first_request(
             entry.info,
             tuple(self.library.projectors_for(entry)),
             self.preferences.default_gpu_layers(),
             hardware.has_usable_gpu or bool(hardware.remote_devices),
+            draft_candidates(entry.info, others),
         )
 
     def _find_info(self, path: Path) -> ModelInfo | None:

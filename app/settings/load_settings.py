@@ -15,6 +15,7 @@ from engine import (
     ModelInfo,
     SpeculationConfig,
     SpeculationMode,
+    best_draft,
 )
 
 # For a model whose header does not say its training context.
@@ -22,16 +23,30 @@ MAX_CONTEXT = 262144
 
 
 def first_request(
-    info: ModelInfo, projectors: tuple[ModelInfo, ...], default_gpu_layers: int | None, offload: bool
+    info: ModelInfo,
+    projectors: tuple[ModelInfo, ...],
+    default_gpu_layers: int | None,
+    offload: bool,
+    drafts: tuple[ModelInfo, ...] = (),
 ) -> LoadRequest:
     """What a model never loaded before starts with, wherever it is loaded from (the load
-    panel, the chat's picker, Discover's Load): the library's best projector, if any, and
-    Settings' default GPU layers where layers can go to a GPU."""
+    panel, the chat's picker, Discover's Load): the library's best projector, if any,
+    Settings' default GPU layers where layers can go to a GPU, and the draft model the
+    library pairs with it (``best_draft`` of ``drafts``; at warm-up it is let go where it
+    cannot pay)."""
     return LoadRequest(
         context_per_conversation=min(DEFAULT_CONTEXT_PER_CONVERSATION, info.context_length or MAX_CONTEXT),
         gpu_layers=default_gpu_layers if offload else None,
         projector=projectors[0] if projectors else None,
+        draft=best_draft(info, drafts),
     )
+
+
+def request_speculation(request: LoadRequest) -> SpeculationConfig | None:
+    """The speculation a request's draft model means (None without one)."""
+    if request.draft is None:
+        return None
+    return SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=request.draft.path)
 
 
 def settings_key(model_path: Path) -> str:

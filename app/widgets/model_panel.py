@@ -217,7 +217,9 @@ class ModelPanel(PlanControls, PlanView, LoadStatus, QWidget):
             self._updating = False
         self._show_context_limit()
         self.plan_box.setVisible(not info.is_projector)
-        request = self._requests.get(info.path) or remembered or self._default_request(info, projectors)
+        request = (
+            self._requests.get(info.path) or remembered or self._default_request(info, projectors, drafts)
+        )
         self.apply_request(request)
         self._show_session()
 
@@ -236,8 +238,10 @@ class ModelPanel(PlanControls, PlanView, LoadStatus, QWidget):
 
     # -- internals ----------------------------------------------------------------
 
-    def _default_request(self, info: ModelInfo, projectors: tuple[ModelInfo, ...]) -> LoadRequest:
-        return first_request(info, projectors, self.default_gpu_layers(), self.gpu_spin.isEnabled())
+    def _default_request(
+        self, info: ModelInfo, projectors: tuple[ModelInfo, ...], drafts: tuple[ModelInfo, ...] = ()
+    ) -> LoadRequest:
+        return first_request(info, projectors, self.default_gpu_layers(), self.gpu_spin.isEnabled(), drafts)
 
     def _show_nothing(self) -> None:
         self.title.setText("Select a model")

@@ -23,7 +23,7 @@ from app.widgets.library_panel import LibraryPanel
 from app.widgets.model_panel import ModelPanel
 from app.widgets.nav_rail import Page
 from app.widgets.remote_panel import RemotePanel
-from engine import LibraryEntry, ModelInfo, RemoteModelInfo
+from engine import LibraryEntry, ModelInfo, RemoteModelInfo, draft_candidates
 
 
 def dropped_paths(event: QDragEnterEvent | QDropEvent) -> list[Path]:
@@ -166,16 +166,8 @@ class ModelsMediator:
         return entry.info if entry is not None else None
 
     def _draft_candidates(self, target: ModelInfo) -> tuple[ModelInfo, ...]:
-        """Smaller library models with the same vocabulary size and tokenizer family."""
-        return tuple(
-            e.info
-            for e in self.library.entries()
-            if e.info is not None
-            and not e.is_projector
-            and e.path != target.path
-            and e.info.vocab_size == target.vocab_size
-            and e.info.parameter_count < target.parameter_count
-        )
+        """Library models that can draft for ``target``, the default pairing first."""
+        return draft_candidates(target, (e.info for e in self.library.entries() if e.info is not None))
 
     def _on_remote_servers(self) -> None:
         self.library_panel.set_remote(self.remote_servers.listings())

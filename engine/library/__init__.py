@@ -1,7 +1,7 @@
 """The model library: the folders and files the user gave Hearth, indexed where they lie.
 
 ``index`` holds the ``Library`` and its state file, ``scan`` finds the files on disk (split
-parts grouped), ``pairing`` matches projectors with text models.
+parts grouped), ``pairing`` matches projectors and draft models with text models.
 """
 
 from engine.base.lazy import lazy_exports
@@ -9,6 +9,9 @@ from engine.base.lazy import lazy_exports
 _EXPORTS = {
     "Library": "index",
     "LibraryEntry": "index",
+    "DRAFT_SHARE": "pairing",
+    "best_draft": "pairing",
+    "draft_candidates": "pairing",
     "name_stem": "pairing",
 }
 __all__ = sorted(_EXPORTS)

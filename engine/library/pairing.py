@@ -7,7 +7,7 @@ the best guess comes first: the same name stem (``name_stem``), then the same fo
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from engine.catalog import ModelInfo, ModelKind
@@ -82,3 +82,33 @@ def pair_files(files: Sequence[tuple[Path, ModelInfo]]) -> list[tuple[Path, ...]
 def _negate(score: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(-x for x in score)
 
+
+
+# A draft model pays only when it decodes far cheaper than its target: the default pairs one
+# of at most this share of the target's parameters (Qwen2.5-Coder 0.5B for the 1.5B: 0.32).
+DRAFT_SHARE = 0.4
+
+
+def draft_candidates(target: ModelInfo, models: Iterable[ModelInfo]) -> tuple[ModelInfo, ...]:
+    """Library models that can draft for ``target``: the same vocabulary (size and tokenizer)
+    and fewer parameters; the default choice (``best_draft``) first, then larger to smaller."""
+    usable = [
+        m
+        for m in models
+        if not m.is_projector
+        and m.path != target.path
+        and m.vocab_size is not None
+        and m.vocab_size == target.vocab_size
+        and m.tokenizer_model == target.tokenizer_model
+        and m.parameter_count < target.parameter_count
+    ]
+    best = best_draft(target, usable)
+    rest = sorted((m for m in usable if m is not best), key=lambda m: -m.parameter_count)
+    return (best, *rest) if best is not None else tuple(rest)
+
+
+def best_draft(target: ModelInfo, candidates: Iterable[ModelInfo]) -> ModelInfo | None:
+    """The draft paired by default: the largest candidate (the likeliest to agree with the
+    target) within ``DRAFT_SHARE`` of its size (cheap enough to pay); None without one."""
+    small = [m for m in candidates if m.parameter_count <= DRAFT_SHARE * target.parameter_count]
+    return max(small, key=lambda m: m.parameter_count, default=None)

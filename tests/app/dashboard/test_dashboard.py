@@ -739,4 +739,5 @@ def test_a_shared_pool_is_shown_as_one_pool_with_what_each_conversation_holds(qt
     history.add_engine_stats(replace(own, drafting_with="qwen-0.5b.gguf"))
     assert "drafting\u00a0with\u00a0qwen-0.5b.gguf" in status_text(FakeModel(own), history)
     history.add_engine_stats(replace(own, draft_note="Not drafting with qwen-0.5b.gguf: on this machine…"))
-    assert status_text(FakeModel(own), history).endswith("<br>Not drafting with qwen-0.5b.gguf: on this machine…")
+    line = status_text(FakeModel(own), history)
+    assert line.endswith("<br>Not drafting with qwen-0.5b.gguf: on this machine…")

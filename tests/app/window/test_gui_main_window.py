@@ -93,6 +93,23 @@ def test_memory_for_conversations_shares_one_pool_and_relabels_the_context(
     assert panel.plan().params.kv_unified is False
 
 
+def test_a_smaller_model_of_the_same_vocabulary_is_paired_as_the_draft_by_default(
+    qtbot, window: MainWindow, tiny_model: Path, tmp_path: Path
+) -> None:
+    from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
+
+    big = write_tiny_text_model(tmp_path / "big-llama.gguf", TinyTextSpec(n_embd=256, n_layer=6, name="Big Llama"))
+    add_and_select(qtbot, window, big, tiny_model)
+    qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
+    panel = window.model_panel
+    assert panel.speculation_combo.currentText() == "Draft model: Tiny Llama"
+    plan = panel.plan()
+    assert plan.request.draft is not None and plan.request.draft.path == tiny_model
+    assert panel.current_speculation().draft_path == tiny_model
+    panel.speculation_combo.setCurrentIndex(panel.speculation_combo.findData(None))  # Off
+    assert panel.plan().request.draft is None and panel.current_speculation() is None
+
+
 def test_dropping_a_folder_lists_invalid_files_with_their_reason(
     qtbot, window: MainWindow, tmp_path: Path, tiny_model: Path, tiny_projector: Path
 ) -> None:

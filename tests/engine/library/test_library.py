@@ -298,3 +298,30 @@ def test_model_info_json_round_trip_matches_pickle(
     Library(state).add_file(tiny_model)
     (item,) = json.loads(state.read_text())["cache"]["items"].values()
     assert item["info"] == json.loads(json.dumps(inspect(tiny_model).to_json()))
+
+
+# -- draft models the library pairs --------------------------------------------------------
+
+
+def test_the_default_draft_is_the_largest_of_the_same_vocabulary_within_its_share(tiny_model: Path) -> None:
+    from dataclasses import replace
+
+    from engine.library.pairing import DRAFT_SHARE, best_draft, draft_candidates
+
+    target = replace(inspect(tiny_model), path=Path("/m/qwen-1.5b.gguf"), parameter_count=1_543_000_000)
+
+    def model(name: str, params: int, **changes: object) -> ModelInfo:
+        return replace(target, path=Path(f"/m/{name}.gguf"), parameter_count=params, **changes)  # type: ignore[arg-type]
+
+    half = model("half", 800_000_000)  # too large a share to pay
+    small = model("0.5b", 494_000_000)
+    tiny = model("tiny", 50_000_000)
+    other_vocab = model("other-vocab", 400_000_000, vocab_size=(target.vocab_size or 0) + 1)
+    other_tokenizer = model("other-tok", 400_000_000, tokenizer_model="bert")
+    bigger = model("7b", 7_000_000_000)
+    library = [target, half, small, tiny, other_vocab, other_tokenizer, bigger]
+    assert small.parameter_count <= DRAFT_SHARE * target.parameter_count < half.parameter_count
+    assert best_draft(target, library[1:4]) == small
+    assert draft_candidates(target, library) == (small, half, tiny)  # the default first
+    assert best_draft(target, [half]) is None
+    assert draft_candidates(target, [half]) == (half,)  # offered, not chosen by default

@@ -258,7 +258,9 @@ def test_speculation_the_plan_did_not_reserve_is_refused(looping_model: Path) ->
 
 # A CPU where a draft model cannot pay: verifying 2 drafts costs 1.86x a decode, each draft
 # 0.54x (Qwen2.5-Coder 1.5B with its 0.5B on 2 cores, benchmarks/results/draft_costs.json).
-SLOW_PAIR = DraftCostModel.measured({1: 1.0, 2: 1.56, 3: 1.86, 5: 2.32, 9: 3.54}, max_draft=8, draft_cost=0.54)
+SLOW_PAIR = DraftCostModel.measured(
+    {1: 1.0, 2: 1.56, 3: 1.86, 5: 2.32, 9: 3.54}, max_draft=8, draft_cost=0.54
+)
 
 
 def test_a_draft_model_that_cannot_pay_is_let_go_at_warm_up(
@@ -286,7 +288,8 @@ def test_a_draft_model_that_can_pay_is_kept(tiny_model: Path, monkeypatch: pytes
     from engine.runtime.loader import ModelLoader
 
     monkeypatch.setattr(ModelLoader, "_measure_draft_costs", lambda self, token: CHEAP_ROWS)
-    model = load(tiny_model, SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=tiny_model), draft=tiny_model)
+    spec = SpeculationConfig(SpeculationMode.DRAFT_MODEL, draft_path=tiny_model)
+    model = load(tiny_model, spec, draft=tiny_model)
     try:
         stats = model.stats()
         assert (stats.drafting_with, stats.draft_note) == (tiny_model.name, "")
