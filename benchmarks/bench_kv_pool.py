@@ -12,10 +12,11 @@ with one conversation of ~31,500 tokens where the layout holds one:
 Speed, both layouts loaded side by side and bracketed (own, shared, own per round): 8 streams
 of 64 tokens after ~1,000-token prompts (``hearth_streams``); one stream alone beside the
 other conversations' cached turns; and turn two of a conversation cold vs from its cached
-prefix (``ttft_turn_two``); against 8 x 4,096 of their own (the same 32k cells).
+prefix (``ttft_turn_two``, medians of the rounds); against 8 x 4,096 of their own (the same
+32k cells).
 
-Run: ``.venv/bin/python -m benchmarks.bench_kv_pool [--rounds 3]``; writes
-``benchmarks/results/kv_pool.json``.
+Run: ``.venv/bin/python -m benchmarks.bench_kv_pool [--rounds 3] [--parts memory,speed]``;
+writes ``benchmarks/results/kv_pool.json`` (each part merged into it as it ends).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import psutil
 from benchmarks.bench_engine import gemma_path
 from engine import ChatRequest, Engine
 from engine.devtools.benchmark import hearth_streams, make_plan, ttft_turn_two
+from engine.machine.cpu_load import physical_cores
 from engine.sampling.params import GREEDY
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kv_pool.json"
@@ -102,9 +104,10 @@ def memory_of(path: Path, ctx: int, parallel: int, pool: int | None, per_sentenc
     }
 
 
-def speed(path: Path, rounds: int) -> dict:
-    own = Engine.load(make_plan(path, ctx=4096, parallel=PARALLEL)).wait_ready(600)
-    shared = Engine.load(make_plan(path, ctx=LONGEST, parallel=PARALLEL, kv_pool=LONGEST)).wait_ready(600)
+def speed(path: Path, rounds: int, threads: int) -> dict:
+    own = Engine.load(make_plan(path, ctx=4096, parallel=PARALLEL, threads=threads)).wait_ready(600)
+    shared_plan = make_plan(path, ctx=LONGEST, parallel=PARALLEL, threads=threads, kv_pool=LONGEST)
+    shared = Engine.load(shared_plan).wait_ready(600)
     prompts = [f"{i}: " + SENTENCE * 60 for i in range(PARALLEL)]  # ~1,000 tokens each
     rows = []
     try:
@@ -120,6 +123,11 @@ def speed(path: Path, rounds: int) -> dict:
             print(f"round {r}: shared {ours:.1f} tok/s, own {before:.1f}/{after:.1f}", flush=True)
         # A desktop's usual case: one reply at a time, the other conversations' turns cached
         # in the pool (the attention of a unified cache spans their cells too).
+        for model in (own, shared):
+            for i in range(PARALLEL - 1):
+                turn = ChatRequest(prompt=f"cached {i}: " + SENTENCE * 60, sampling=GREEDY, max_tokens=8)
+                model.submit(turn).wait(600)
+        cells = {"own": own.stats().cells_used, "shared": shared.stats().cells_used}
         alone = []
         for r in range(rounds):
             ask = [f"alone {r}: " + SENTENCE * 60]
@@ -127,18 +135,25 @@ def speed(path: Path, rounds: int) -> dict:
             alone.append({"own_tps": [round(before, 2), round(after, 2)], "shared_tps": round(ours, 2),
                           "ratio": round(ours / ((before + after) / 2), 4)})  # fmt: skip
             print(f"alone {r}: shared {ours:.1f} tok/s, own {before:.1f}/{after:.1f}", flush=True)
-        cells = {"own": own.stats().cells_used, "shared": shared.stats().cells_used}
-        turn_two = {"own": ttft_turn_two(own), "shared": ttft_turn_two(shared)}
+        turns: dict[str, list[dict]] = {"own": [], "shared": []}
+        for _ in range(rounds):
+            for name, model in (("own", own), ("shared", shared)):
+                turns[name].append(ttft_turn_two(model))
+        turn_two = {
+            name: {key: statistics.median(t[key] for t in runs) for key in runs[0]}
+            for name, runs in turns.items()
+        }
     finally:
         own.unload()
         shared.unload()
     return {
+        "threads": threads,
         "streams": PARALLEL,
         "decode_rounds": rows,
         "median_decode_ratio": statistics.median(r["ratio"] for r in rows),
         "one_stream_beside_cached_turns": alone,
         "median_one_stream_ratio": statistics.median(r["ratio"] for r in alone),
-        "cells_held_after": cells,
+        "cells_cached_beside_the_one_stream": cells,
         "ttft_turn_two": turn_two,
         "cached_ttft_ratio": round(
             turn_two["shared"]["cached_ttft_s"] / turn_two["own"]["cached_ttft_s"], 4
@@ -149,28 +164,39 @@ def speed(path: Path, rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--parts", default="memory,speed", help="memory, speed or both")
+    parser.add_argument("--threads", type=int, default=None, help="default: one per physical core")
     args = parser.parse_args()
     path = gemma_path()
-    per_sentence = tokens_per_sentence(path)
-    result: dict = {
-        "model": path.name,
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "load_average_at_start": os.getloadavg()[0],
-        },
-        "memory": {
+    # Results are merged into the file part by part: one part can be run again alone.
+    result: dict = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    result["model"] = path.name
+    result["machine"] = {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "load_average_at_start": os.getloadavg()[0],
+    }
+    parts = args.parts.split(",")
+    if "memory" in parts:
+        per_sentence = tokens_per_sentence(path)
+        result["memory"] = {
             "shared": memory_of(path, LONGEST, PARALLEL, LONGEST, per_sentence),
             "one_32k": memory_of(path, LONGEST, 1, None, per_sentence),
             "own_8x32k": memory_of(path, LONGEST, PARALLEL, None, per_sentence),
-        },
-    }
-    print(json.dumps(result["memory"], indent=1), flush=True)
-    result["speed"] = speed(path, args.rounds)
+        }
+        print(json.dumps(result["memory"], indent=1), flush=True)
+        write(result)
+    if "speed" in parts:
+        # Fixed threads: the planner's choice follows what else runs at the moment.
+        result["speed"] = speed(path, args.rounds, args.threads or physical_cores())
+        print(json.dumps(result["speed"], indent=2))
     result["machine"]["load_average_at_end"] = os.getloadavg()[0]
+    write(result)
+
+
+def write(result: dict) -> None:
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
-    print(json.dumps(result["speed"], indent=2))
 
 
 if __name__ == "__main__":

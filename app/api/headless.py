@@ -108,6 +108,8 @@ async def _serve(options: ServeOptions) -> int:
         except EngineError as exc:
             print(f"hearth: {exc.message}", file=sys.stderr, flush=True)
             return 2
+        if note := (await asyncio.to_thread(model.stats)).draft_note:
+            say(note)  # the draft model was let go at warm-up: it could not pay here
         info, params = options.plan.model, options.plan.params
         say(
             f"Serving {info.display_name} at {server.address} ({params.n_seq_max} at once, "

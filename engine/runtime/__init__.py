@@ -20,6 +20,8 @@ _EXPORTS = {
     "BatchRecord": "serving_stats",
     "RATE_WINDOW": "serving_stats",
     "ServingCounters": "serving_stats",
+    "PoolOutgrown": "shared_cells",
+    "SharedCells": "shared_cells",
     "GrammarStuck": "token_sampler",
     "SamplerHost": "token_sampler",
 }
