@@ -80,8 +80,11 @@ class SharedCells:
         if wanted <= use.free:
             return n_batch, []
         room = make_room(use, wanted, decoding)
+        draft = self._native.draft
         for seq in room.evict:
             self._native.forget(seq)
+            if draft is not None:  # its pool is as large: it holds what the target holds
+                draft.release(seq)
             self._pool.invalidate(seq)
             self.evicted += 1
         failed = [(active[seq], PoolOutgrown(outgrown_message(self.total))) for seq in room.fail]

@@ -98,7 +98,8 @@ def test_a_smaller_model_of_the_same_vocabulary_is_paired_as_the_draft_by_defaul
 ) -> None:
     from engine.devtools.tiny_models import TinyTextSpec, write_tiny_text_model
 
-    big = write_tiny_text_model(tmp_path / "big-llama.gguf", TinyTextSpec(n_embd=256, n_layer=6, name="Big Llama"))
+    spec = TinyTextSpec(n_embd=256, n_layer=6, name="Big Llama")
+    big = write_tiny_text_model(tmp_path / "big-llama.gguf", spec)
     add_and_select(qtbot, window, big, tiny_model)
     qtbot.waitUntil(lambda: window.model_panel.plan() is not None, timeout=10_000)
     panel = window.model_panel
