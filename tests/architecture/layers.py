@@ -109,6 +109,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.chat",
             "engine.chat_model",
             "engine.documents",
+            "engine.library",  # the draft model paired with a model never loaded
             "engine.machine",
             "engine.multimodal",
             "engine.planner",
@@ -168,6 +169,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
             "engine.base",
             "engine.catalog",
             "engine.hub",
+            "engine.library",  # first_request pairs the library's draft model
             "engine.planner",
             "engine.speculation",
         },

@@ -50,9 +50,11 @@ def test_the_adaptive_policy_times_the_draft_rather_than_counting_its_parameters
     qwen_path: Path, qwen_draft_path: Path
 ) -> None:
     """The draft's cost per token is timed at warm-up: Qwen2.5-Coder 0.5B's vocabulary-wide
-    output layer makes it cost more than its share of parameters says."""
+    output layer makes it cost more than its share of parameters says. Where no draft length
+    could pay with that cost, the draft is let go right after (and the note says so)."""
     from engine.devtools.benchmark import on_fresh_thread
     from engine.runtime.loader import LoadHooks, ModelLoader
+    from engine.speculation.policy import BEST_DRAFT_ACCEPTANCE
 
     draft = inspect_model(qwen_draft_path)
     plan = plan_for(qwen_path, ctx=1024, parallel=1, draft=draft, max_draft=4)
@@ -62,8 +64,12 @@ def test_the_adaptive_policy_times_the_draft_rather_than_counting_its_parameters
     def load_and_read() -> float:
         native = ModelLoader(plan, speculation, quiet, model_identity="test").load()
         try:
-            assert native.draft is not None and native.draft_costs is not None
-            return native.draft_costs.draft_cost
+            costs = native.draft_costs
+            assert costs is not None
+            pays = costs.pays_at(BEST_DRAFT_ACCEPTANCE, speculation.max_draft, speculation.min_draft)
+            assert (native.draft is not None) == pays
+            assert (native.draft_note == "") == pays
+            return costs.draft_cost
         finally:
             native.free()
 
